@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyServerOptions } from 'fastify';
+import type { Container } from './container.js';
+import { requireSecretKey } from './http/auth.js';
+import { COST_HEADER } from './http/context.js';
+import { registerErrorHandling } from './http/error-handler.js';
+import { registerMetrics } from './http/metrics.js';
+import { formatUsd } from './lib/money.js';
+import { billingRoutes } from './modules/billing/routes.js';
+import { systemRoutes } from './modules/system/routes.js';
+
+export const API_VERSION = '1.1.0';
+
+/** Keeps a caller's request id when it is sane, so one id follows a request across services. */
+function requestId(header: string | string[] | undefined): string {
+  return typeof header === 'string' && /^[\w.-]{1,64}$/.test(header) ? header : randomUUID();
+}
+
+function trustProxy(setting: string): string[] | false {
+  const entries = setting
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  return entries.length > 0 ? entries : false;
+}
+
+export interface BuildAppOptions {
+  logger?: FastifyServerOptions['logger'];
+}
+
+export async function buildApp(container: Container, options: BuildAppOptions = {}) {
+  const app = Fastify({
+    logger: options.logger ?? {
+      level: container.settings.SVC_LOG_LEVEL,
+      // Keys travel in these headers; pino drops them even if a serializer ever logs headers.
+      redact: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["x-publishable-key"]'],
+    },
+    requestIdHeader: false,
+    genReqId: (request) => requestId(request.headers['x-request-id']),
+    trustProxy: trustProxy(container.settings.SVC_TRUST_PROXY),
+    ajv: {
+      customOptions: { allErrors: true, removeAdditional: false, coerceTypes: 'array', useDefaults: true },
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.decorateRequest('principal', null);
+  app.decorateRequest('costMicros', 0);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  // Every response states its cost, errors included (they cost nothing).
+  app.addHook('onSend', async (request, reply) => {
+    reply.header(COST_HEADER, formatUsd(request.costMicros));
+  });
+  registerErrorHandling(app);
+  const metrics = registerMetrics(app);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Realtime, Messaging, Storage and Public-Data API',
+        version: API_VERSION,
+        description: 'One API key and one prepaid balance for chat, live, storage, shield, messaging and AI.',
+      },
+      servers: [{ url: container.settings.SVC_PUBLIC_URL }],
+      components: {
+        securitySchemes: {
+          bearerKey: { type: 'http', scheme: 'bearer', description: 'Secret key: svc_live_… or svc_test_…' },
+          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+        },
+      },
+    },
+  });
+
+  await app.register(systemRoutes, { probes: container.probes, metrics });
+  // The keyed scope: every route registered inside passes the shared key pipeline first.
+  await app.register(async (keyed) => {
+    requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
+    await keyed.register(billingRoutes, { billing: container.billing });
+  });
+  return app;
+}
+
+export type App = Awaited<ReturnType<typeof buildApp>>;

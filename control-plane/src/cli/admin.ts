@@ -1,0 +1,203 @@
+/**
+ * Operator commands until the dashboard exists: accounts, apps, keys, top-ups.
+ * Prints JSON on stdout; a new secret key is printed once and never again.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { runMigrations } from '../db/migrate.js';
+import { createDatabasePool } from '../db/pool.js';
+import { systemClock } from '../lib/clock.js';
+import { parseUsd } from '../lib/money.js';
+import {
+  KEY_KINDS,
+  KEY_MODES,
+  type KeyKind,
+  type KeyMode,
+  PLANS,
+  type Plan,
+} from '../modules/accounts/schema.js';
+import { AccountsError, type AccountsService, createAccountsService } from '../modules/accounts/service.js';
+import {
+  BillingError,
+  type BillingService,
+  createBillingService,
+  usdNumber,
+} from '../modules/billing/service.js';
+
+const USAGE = `usage: npm run admin -- <command> [options]
+
+  account create --name NAME [--plan free|pro|scale] [--daily-cap N]
+  account list
+  account set-plan --account ID --plan free|pro|scale [--daily-cap N]
+  app create --account ID --name NAME
+  app list --account ID
+  key create --app ID --mode live|test [--kind secret|publishable]
+  key list --app ID
+  key revoke --key ID
+  balance topup --account ID --amount-usd AMOUNT --reference REF
+  balance show --account ID
+  dev-key --state-file PATH    ensure a local account, app and test key; print them
+
+Runs against SVC_DATABASE_URL (npm run admin loads the dev stack's settings; --profile test for the test stack).`;
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  name: { type: 'string' },
+  plan: { type: 'string' },
+  'daily-cap': { type: 'string' },
+  account: { type: 'string' },
+  app: { type: 'string' },
+  mode: { type: 'string' },
+  kind: { type: 'string' },
+  key: { type: 'string' },
+  'amount-usd': { type: 'string' },
+  reference: { type: 'string' },
+  'state-file': { type: 'string' },
+  help: { type: 'boolean' },
+} as const;
+
+type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function required(options: Options, name: keyof Options): string {
+  const value = options[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function oneOf<T extends string>(value: string, allowed: readonly T[], name: string): T {
+  if (!(allowed as readonly string[]).includes(value))
+    throw new UsageError(`--${name} must be one of ${allowed.join(', ')}`);
+  return value as T;
+}
+
+function optionalCap(options: Options): number | null {
+  if (options['daily-cap'] === undefined) return null;
+  const cap = Number(options['daily-cap']);
+  if (!Number.isSafeInteger(cap) || cap <= 0)
+    throw new UsageError('--daily-cap must be a positive whole number');
+  return cap;
+}
+
+interface Services {
+  accounts: AccountsService;
+  billing: BillingService;
+}
+
+/** Reuses the stored local key while it still works; otherwise makes the account, app and key anew. */
+async function devKey({ accounts }: Services, stateFile: string) {
+  if (existsSync(stateFile)) {
+    const saved = JSON.parse(readFileSync(stateFile, 'utf8')) as {
+      account_id: string;
+      app_id: string;
+      key: string;
+    };
+    const check = await accounts.checkSecretKey(saved.key);
+    if (check.ok && check.principal.appId === saved.app_id) return saved;
+  }
+  const account = await accounts.createAccount({ name: 'Local developer', plan: 'pro' });
+  const app = await accounts.createApp({ accountId: account.id, name: 'local' });
+  const { token } = await accounts.createKey({ appId: app.id, kind: 'secret', mode: 'test' });
+  const saved = { account_id: account.id, app_id: app.id, key: token };
+  writeFileSync(stateFile, `${JSON.stringify(saved, null, 2)}\n`, { mode: 0o600 });
+  return saved;
+}
+
+async function run(command: string, options: Options, services: Services): Promise<unknown> {
+  const { accounts, billing } = services;
+  switch (command) {
+    case 'account create':
+      return accounts.createAccount({
+        name: required(options, 'name'),
+        plan: oneOf(options.plan ?? 'free', PLANS, 'plan') as Plan,
+        dailyRequestCap: optionalCap(options),
+      });
+    case 'account list':
+      return accounts.listAccounts();
+    case 'account set-plan':
+      return accounts.setPlan(
+        required(options, 'account'),
+        oneOf(required(options, 'plan'), PLANS, 'plan'),
+        optionalCap(options),
+      );
+    case 'app create':
+      return accounts.createApp({ accountId: required(options, 'account'), name: required(options, 'name') });
+    case 'app list':
+      return accounts.listApps(required(options, 'account'));
+    case 'key create': {
+      const { key, token } = await accounts.createKey({
+        appId: required(options, 'app'),
+        mode: oneOf(required(options, 'mode'), KEY_MODES, 'mode') as KeyMode,
+        kind: oneOf(options.kind ?? 'secret', KEY_KINDS, 'kind') as KeyKind,
+      });
+      return {
+        ...key,
+        token,
+        note: key.kind === 'secret' ? 'store this key now: it is not shown again' : undefined,
+      };
+    }
+    case 'key list':
+      return accounts.listKeys(required(options, 'app'));
+    case 'key revoke':
+      return accounts.revokeKey(required(options, 'key'));
+    case 'balance topup': {
+      const amount = options['amount-usd'];
+      let amountMicros: number;
+      try {
+        amountMicros = parseUsd(amount ?? '');
+      } catch {
+        throw new UsageError(
+          '--amount-usd must be a positive USD amount with at most 6 decimals, e.g. 25 or 0.50',
+        );
+      }
+      const { entry, replayed } = await billing.topUp({
+        accountId: required(options, 'account'),
+        amountMicros,
+        reference: required(options, 'reference'),
+      });
+      return { ...entry, amount_usd: usdNumber(entry.amount_micros), replayed };
+    }
+    case 'balance show':
+      return billing.getBalance(required(options, 'account'));
+    case 'dev-key':
+      return devKey(services, required(options, 'state-file'));
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({ options: OPTIONS, allowPositionals: true, strict: true });
+  const command = positionals.join(' ');
+  if (values.help || command === '') {
+    process.stdout.write(`${USAGE}\n`);
+    return command === '' && !values.help ? 2 : 0;
+  }
+  const databaseUrl = process.env.SVC_DATABASE_URL;
+  if (!databaseUrl)
+    throw new UsageError('SVC_DATABASE_URL is not set (start the stack with npm start first)');
+  const pool = await createDatabasePool(databaseUrl);
+  try {
+    await runMigrations(pool);
+    const services = {
+      accounts: createAccountsService({ pool, clock: systemClock }),
+      billing: createBillingService({ pool, clock: systemClock }),
+    };
+    const result = await run(command, values, services);
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const expected =
+      error instanceof UsageError || error instanceof AccountsError || error instanceof BillingError;
+    const detail = error instanceof Error ? (expected ? error.message : error.stack) : String(error);
+    process.stderr.write(`admin: ${detail}\n`);
+    process.exit(expected ? 2 : 1);
+  },
+);

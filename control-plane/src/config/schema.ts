@@ -1,0 +1,70 @@
+import { type Static, Type } from '@sinclair/typebox';
+
+const Url = (description: string) => Type.String({ format: 'uri', description });
+const Secret = (description: string, minLength = 8) => Type.String({ minLength, description });
+
+/**
+ * Every setting of the control plane, read once at start from SVC_* environment variables.
+ * Internal URLs are how the control plane reaches a server; public URLs are what it hands to clients.
+ */
+export const SettingsSchema = Type.Object({
+  SVC_HOST: Type.String({ default: '127.0.0.1', description: 'Address the HTTP server listens on.' }),
+  SVC_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 8080, description: 'HTTP port.' }),
+  SVC_PUBLIC_URL: Url('Base URL clients use to reach this API (shown in docs and banners).'),
+  SVC_LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info', description: 'pino log level.' },
+  ),
+  SVC_TRUST_PROXY: Type.String({
+    default: '',
+    description: 'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is trusted.',
+  }),
+  SVC_SHUTDOWN_GRACE_MS: Type.Integer({
+    minimum: 0,
+    default: 10_000,
+    description: 'How long in-flight requests may run after SIGTERM.',
+  }),
+  SVC_DATABASE_URL: Url('PostgreSQL connection URL.'),
+  SVC_REDIS_URL: Url('Redis connection URL.'),
+  SVC_INTERNAL_SECRET: Secret(
+    'Shared secret of the server callbacks (ejabberd auth bridge, MinIO events).',
+    32,
+  ),
+  SVC_EJABBERD_API_URL: Url('Internal URL of ejabberd mod_http_api, e.g. http://127.0.0.1:5281/api.'),
+  SVC_CHAT_WS_URL: Url('Public XMPP-over-WebSocket URL handed to clients.'),
+  SVC_CHAT_DOMAIN: Type.String({
+    minLength: 1,
+    default: 'chat.local',
+    description: 'XMPP domain (ejabberd host).',
+  }),
+  SVC_CHAT_MUC_DOMAIN: Type.String({
+    minLength: 1,
+    default: 'conference.chat.local',
+    description: 'Multi-user chat service domain.',
+  }),
+  SVC_LIVEKIT_URL: Url('Internal LiveKit HTTP URL (room service, health).'),
+  SVC_LIVEKIT_PUBLIC_URL: Url('Public LiveKit WebSocket URL handed to clients.'),
+  SVC_LIVEKIT_API_KEY: Type.String({ minLength: 3, description: 'LiveKit API key.' }),
+  SVC_LIVEKIT_API_SECRET: Secret('LiveKit API secret.', 32),
+  SVC_S3_ENDPOINT: Url('Internal S3 (MinIO) endpoint.'),
+  SVC_S3_PUBLIC_ENDPOINT: Url('Public S3 endpoint that presigned URLs are signed for.'),
+  SVC_S3_REGION: Type.String({ minLength: 1, default: 'us-east-1', description: 'S3 signing region.' }),
+  SVC_S3_ACCESS_KEY: Type.String({ minLength: 3, description: 'S3 access key.' }),
+  SVC_S3_SECRET_KEY: Secret('S3 secret key.'),
+  SVC_S3_BUCKET: Type.String({
+    minLength: 3,
+    default: 'svc-objects',
+    description: 'Bucket holding every object.',
+  }),
+});
+
+export type Settings = Static<typeof SettingsSchema>;
+
+/** Settings whose values must never be printed. */
+export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
+  'SVC_DATABASE_URL',
+  'SVC_REDIS_URL',
+  'SVC_INTERNAL_SECRET',
+  'SVC_LIVEKIT_API_SECRET',
+  'SVC_S3_SECRET_KEY',
+]);

@@ -1,0 +1,60 @@
+import type { Redis } from 'ioredis';
+import { type DatabasePool, sql } from 'slonik';
+import { type Probe, serverProbes } from './adapters/probes.js';
+import { createRedis } from './adapters/redis.js';
+import type { Settings } from './config/schema.js';
+import { createDatabasePool } from './db/pool.js';
+import { createRequestLimits, type RequestLimits } from './http/limits.js';
+import { type Clock, systemClock } from './lib/clock.js';
+import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
+import { type BillingService, createBillingService } from './modules/billing/service.js';
+
+/** Everything the app needs, built once from the settings. Tests may swap the clock. */
+export interface Container {
+  settings: Settings;
+  clock: Clock;
+  pool: DatabasePool;
+  redis: Redis;
+  accounts: AccountsService;
+  billing: BillingService;
+  limits: RequestLimits;
+  probes: Record<string, Probe>;
+  close(): Promise<void>;
+}
+
+const sqlSelectOne = sql.unsafe`select 1`;
+
+export async function createContainer(
+  settings: Settings,
+  options: { clock?: Clock } = {},
+): Promise<Container> {
+  const clock = options.clock ?? systemClock;
+  const pool = await createDatabasePool(settings.SVC_DATABASE_URL);
+  const redis = createRedis(settings.SVC_REDIS_URL);
+  return {
+    settings,
+    clock,
+    pool,
+    redis,
+    accounts: createAccountsService({ pool, clock }),
+    billing: createBillingService({ pool, clock }),
+    limits: createRequestLimits({ redis, clock }),
+    probes: {
+      postgres: async () => {
+        await pool.query(sqlSelectOne);
+      },
+      redis: async () => {
+        await redis.ping();
+      },
+      ...serverProbes({
+        ejabberdApiUrl: settings.SVC_EJABBERD_API_URL,
+        livekitUrl: settings.SVC_LIVEKIT_URL,
+        s3Endpoint: settings.SVC_S3_ENDPOINT,
+      }),
+    },
+    close: async () => {
+      await pool.end();
+      redis.disconnect();
+    },
+  };
+}

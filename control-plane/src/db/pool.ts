@@ -1,0 +1,51 @@
+import {
+  createPool,
+  createTypeParserPreset,
+  type DatabasePool,
+  type Interceptor,
+  SchemaValidationError,
+} from 'slonik';
+
+/**
+ * Checks every row of a `sql.type(schema)` query against its zod schema: without this
+ * interceptor slonik's types are promises the database never has to keep.
+ */
+const resultParserInterceptor: Interceptor = {
+  name: 'result-parser',
+  transformRowAsync: async (context, query, row) => {
+    const parser = context.resultParser;
+    if (!parser) return row;
+    const result = await parser.safeParseAsync(row);
+    if (!result.success) throw new SchemaValidationError(query, row, result.error.issues);
+    return result.data;
+  },
+};
+
+/** int8 columns (money, counters) as plain numbers, refusing any value a double cannot hold exactly. */
+const safeBigintParser = {
+  name: 'int8',
+  parse: (value: string) => {
+    const parsed = Number(value);
+    if (!Number.isSafeInteger(parsed))
+      throw new RangeError(`int8 value out of the safe integer range: ${value}`);
+    return parsed;
+  },
+};
+
+/** timestamptz as Date objects. */
+const timestamptzParser = { name: 'timestamptz', parse: (value: string) => new Date(value) };
+
+export async function createDatabasePool(url: string): Promise<DatabasePool> {
+  const overridden = new Set([safeBigintParser.name, timestamptzParser.name]);
+  return createPool(url, {
+    interceptors: [resultParserInterceptor],
+    typeParsers: [
+      ...createTypeParserPreset().filter((parser) => !overridden.has(parser.name)),
+      safeBigintParser,
+      timestamptzParser,
+    ],
+    maximumPoolSize: 20,
+    connectionTimeout: 5_000,
+    statementTimeout: 15_000,
+  });
+}

@@ -1,0 +1,53 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AccountsService, KeyRefusal } from '../modules/accounts/service.js';
+import { errors } from './errors.js';
+import type { RequestLimits } from './limits.js';
+
+const REFUSAL_MESSAGES: Record<KeyRefusal, string> = {
+  malformed: 'it is not a secret key (svc_live_… or svc_test_…)',
+  publishable: 'publishable keys (pk_…) are accepted only by the shield ticket endpoint',
+  unknown: 'no such key',
+  revoked: 'the key has been revoked',
+};
+
+/** The secret key of a request: `Authorization: Bearer <key>` first, else `X-API-Key`. */
+export function presentedKey(request: FastifyRequest): string | undefined {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match ? match[1] : authorization;
+  }
+  const apiKey = request.headers['x-api-key'];
+  return Array.isArray(apiKey) ? apiKey[0] : apiKey;
+}
+
+/**
+ * The pipeline every keyed endpoint shares: address lockout, key check, daily cap. Registered as an
+ * onRequest hook of the keyed scope, so it runs before body parsing and validation: a refused
+ * request does no work at all.
+ */
+export function requireSecretKey(
+  app: FastifyInstance,
+  deps: { accounts: AccountsService; limits: RequestLimits },
+) {
+  app.addHook('onRequest', async (request, reply) => {
+    const lockedFor = await deps.limits.lockoutSecondsLeft(request.ip);
+    if (lockedFor > 0) throw errors.lockedOut(lockedFor);
+
+    const token = presentedKey(request);
+    if (token === undefined || token === '') throw errors.missingKey();
+    const check = await deps.accounts.checkSecretKey(token);
+    if (!check.ok) {
+      await deps.limits.recordInvalidKey(request.ip);
+      throw errors.invalidKey(REFUSAL_MESSAGES[check.refusal]);
+    }
+
+    const quota = await deps.limits.consumeDailyQuota(check.principal.keyId, check.principal.dailyRequestCap);
+    // IETF draft "RateLimit header fields" (RateLimit-Limit / -Remaining / -Reset), per key and UTC day.
+    reply.header('ratelimit-limit', quota.limit);
+    reply.header('ratelimit-remaining', quota.remaining);
+    reply.header('ratelimit-reset', quota.resetSeconds);
+    if (quota.exceeded) throw errors.dailyCapReached(quota.limit, quota.resetSeconds);
+    request.principal = check.principal;
+  });
+}

@@ -1,0 +1,71 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ApiError, errors, type FieldError } from './errors.js';
+
+type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
+
+const PLACE: Record<ValidationContext, FieldError['in']> = {
+  body: 'body',
+  querystring: 'query',
+  params: 'path',
+  headers: 'header',
+};
+
+type AjvIssue = NonNullable<FastifyError['validation']>[number];
+
+/** Turns one Ajv issue into the field it names, e.g. `/messages/0/role` -> `messages.0.role`. */
+export function fieldOf(issue: AjvIssue, context: ValidationContext): FieldError {
+  const path = issue.instancePath.split('/').filter(Boolean);
+  const params = issue.params as Record<string, unknown>;
+  let message = issue.message ?? 'is invalid';
+  if (issue.keyword === 'required') {
+    path.push(String(params.missingProperty));
+    message = 'is required';
+  } else if (issue.keyword === 'additionalProperties') {
+    path.push(String(params.additionalProperty));
+    message = 'is not a known field';
+  } else if (issue.keyword === 'enum' && Array.isArray(params.allowedValues)) {
+    message = `must be one of: ${params.allowedValues.join(', ')}`;
+  }
+  return { in: PLACE[context], field: path.join('.') || '(body)', message };
+}
+
+function uniqueFields(fields: FieldError[]): FieldError[] {
+  const seen = new Set<string>();
+  return fields.filter((f) => {
+    const key = `${f.in}:${f.field}:${f.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/** Maps anything thrown by a route or by fastify itself to the spec's error body. */
+export function toApiError(error: FastifyError | ApiError | Error, requestId: string): ApiError {
+  if (error instanceof ApiError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    const context = (fastifyError.validationContext ?? 'body') as ValidationContext;
+    return errors.validation(uniqueFields(fastifyError.validation.map((issue) => fieldOf(issue, context))));
+  }
+  const status = fastifyError.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    // fastify's own 4xx: unparseable JSON, empty body, unsupported media type, body too large.
+    // A body that cannot be read is a request that fails validation, hence 422 for fastify's 400s.
+    const message = fastifyError.message.replace(/^FST_[A-Z_]+:\s*/, '');
+    return new ApiError('invalid_request', message, { status: status === 400 ? 422 : status });
+  }
+  return errors.internal(requestId);
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    const apiError = toApiError(error, request.id);
+    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
+    for (const [name, value] of Object.entries(apiError.extra.headers ?? {})) reply.header(name, value);
+    return reply.code(apiError.status).send(apiError.toBody());
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(errors.notFound(`Route ${request.method} ${request.url.split('?')[0]}`).toBody()),
+  );
+}

@@ -1,0 +1,34 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+
+/** A registry per app instance, so that tests building several apps never share counters. */
+export function registerMetrics(app: FastifyInstance): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'svc_' });
+  const labelNames = ['method', 'route', 'status'] as const;
+  const requests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests by method, route template and status.',
+    labelNames,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP request latency by method, route template and status.',
+    labelNames,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    // Route templates, never raw URLs: ids in paths would make the label set unbounded.
+    const labels = {
+      method: request.method,
+      route: request.routeOptions.url ?? 'unmatched',
+      status: String(reply.statusCode),
+    };
+    requests.inc(labels);
+    duration.observe(labels, reply.elapsedTime / 1000);
+  });
+  return registry;
+}

@@ -1,0 +1,35 @@
+/** The one source of time. Production uses the system clock; tests pass a clock they can set. */
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+export interface ManualClock extends Clock {
+  set(at: Date | string): void;
+  advance(ms: number): void;
+}
+
+export function createManualClock(start: Date | string = '2026-01-01T00:00:00Z'): ManualClock {
+  let current = new Date(start).getTime();
+  return {
+    now: () => new Date(current),
+    set: (at) => {
+      current = new Date(at).getTime();
+    },
+    advance: (ms) => {
+      current += ms;
+    },
+  };
+}
+
+/** The UTC calendar day of an instant, as YYYY-MM-DD: the unit of daily caps and usage lines. */
+export function utcDay(at: Date): string {
+  return at.toISOString().slice(0, 10);
+}
+
+/** Seconds from `at` until the next UTC midnight (at least 1). */
+export function secondsUntilUtcMidnight(at: Date): number {
+  const midnight = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((midnight - at.getTime()) / 1000));
+}

@@ -1,0 +1,124 @@
+import { Type } from '@sinclair/typebox';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type App } from '../src/app.js';
+import { startTestApp, type TestContext } from './support.js';
+
+/** Routes declared the way every module declares them, to see validation and failures end to end. */
+function probeRoutes(app: App) {
+  app.post(
+    '/test/validated/:id',
+    {
+      schema: {
+        params: Type.Object({ id: Type.String({ pattern: '^[a-z]+$' }) }),
+        querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) }),
+        body: Type.Object(
+          {
+            user_id: Type.String({ minLength: 1 }),
+            ttl_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 86_400 })),
+            kind: Type.Optional(Type.Union([Type.Literal('live'), Type.Literal('call')])),
+            tags: Type.Optional(Type.Array(Type.String({ maxLength: 3 }))),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => ({ ok: true, body: request.body }),
+  );
+  app.get('/test/crash', async () => {
+    throw new Error('connection to 10.0.0.7:5432 failed: password authentication failed for user "svc"');
+  });
+}
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp({ extraRoutes: probeRoutes });
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+const post = (body: unknown, url = '/test/validated/abc') =>
+  ctx.app.inject({ method: 'POST', url, payload: body as object });
+
+describe('validation failures', () => {
+  it('answer 422 and list every failing field', async () => {
+    const response = await post({ ttl_seconds: 59, kind: 'video', tags: ['ok', 'toolong'], colour: 'red' });
+    expect(response.statusCode).toBe(422);
+    const { error } = response.json();
+    expect(error.type).toBe('invalid_request');
+    expect(error.fields).toEqual(
+      expect.arrayContaining([
+        { in: 'body', field: 'user_id', message: 'is required' },
+        { in: 'body', field: 'ttl_seconds', message: 'must be >= 60' },
+        { in: 'body', field: 'tags.1', message: 'must NOT have more than 3 characters' },
+        { in: 'body', field: 'colour', message: 'is not a known field' },
+      ]),
+    );
+    expect(error.fields.some((f: { field: string }) => f.field === 'kind')).toBe(true);
+    expect(error.message).toMatch(/^Invalid request: /);
+    expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+
+  it('accept the limits themselves', async () => {
+    for (const ttl of [60, 86_400]) {
+      expect((await post({ user_id: 'u', ttl_seconds: ttl })).statusCode).toBe(200);
+    }
+    expect((await post({ user_id: 'u', ttl_seconds: 86_401 })).json().error.fields).toEqual([
+      { in: 'body', field: 'ttl_seconds', message: 'must be <= 86400' },
+    ]);
+  });
+
+  it('name query and path fields by where they were sent', async () => {
+    const query = await post({ user_id: 'u' }, '/test/validated/abc?limit=101');
+    expect(query.statusCode).toBe(422);
+    expect(query.json().error.fields).toEqual([{ in: 'query', field: 'limit', message: 'must be <= 100' }]);
+    const path = await post({ user_id: 'u' }, '/test/validated/ABC');
+    expect(path.statusCode).toBe(422);
+    expect(path.json().error.fields[0]).toMatchObject({ in: 'path', field: 'id' });
+  });
+
+  it('include a body that is not JSON at all', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/test/validated/abc',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"user_id": ',
+    });
+    expect(response.statusCode).toBe(422);
+    expect(response.json().error.type).toBe('invalid_request');
+  });
+});
+
+describe('server errors', () => {
+  it('answer 500 with the error body and a request id, never the internals', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/test/crash' });
+    expect(response.statusCode).toBe(500);
+    const body = response.json();
+    expect(body).toEqual({
+      error: {
+        type: 'api_error',
+        message: `Internal server error; quote request id ${response.headers['x-request-id']} when reporting it`,
+      },
+    });
+    expect(response.body).not.toMatch(/10\.0\.0\.7|password|svc"/);
+    expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+});
+
+describe('unknown routes', () => {
+  it('answer 404 with the spec error body and the cost header', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/v1/nothing-here?x=1' });
+    expect(response.statusCode).toBe(404);
+    expect(response.json()).toEqual({ error: { type: 'not_found', message: 'Route GET /v1/nothing-here not found' } });
+    expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+});
+
+describe('request ids', () => {
+  it('keep a sane caller id and replace anything else', async () => {
+    const kept = await ctx.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'abc-123' } });
+    expect(kept.headers['x-request-id']).toBe('abc-123');
+    const replaced = await ctx.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'a b<c>' } });
+    expect(replaced.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});

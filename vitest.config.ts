@@ -1,0 +1,53 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The test stack's settings. `npm test` passes them in the environment; a developer running
+ * vitest directly after `npm run stack -- up --profile test` gets them from the stack's env file.
+ */
+function testStackEnv(): Record<string, string> {
+  const file = '.stack/test/control-plane.env';
+  if (process.env.SVC_DATABASE_URL || !existsSync(file)) return {};
+  return Object.fromEntries(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => /^[A-Z0-9_]+=/.test(line))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+}
+
+const env = testStackEnv();
+
+export default defineConfig({
+  test: {
+    env,
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['control-plane/src/**/*.test.ts', 'infra/test/**/*.test.ts', 'ejabberd/test/**/*.test.ts'],
+          env,
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['control-plane/test/**/*.test.ts'],
+          globalSetup: ['control-plane/test/global-setup.ts'],
+          env,
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['e2e/**/*.test.ts'],
+          env,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+    ],
+  },
+});
