@@ -30,7 +30,7 @@ export function createBillingService(deps: { pool: DatabasePool; clock: Clock })
      * Adds money to an account. Idempotent on the caller's reference: a replay returns the first
      * entry and adds nothing, even when both run at once (the row lock serialises them).
      */
-    topUp: (input: { accountId: string; amountMicros: number; reference: string }) => {
+    topUp: async (input: { accountId: string; amountMicros: number; reference: string }) => {
       if (!Number.isSafeInteger(input.amountMicros) || input.amountMicros <= 0) {
         throw new BillingError('a top-up must be a positive whole number of micro-dollars');
       }

@@ -1,0 +1,98 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+const run = promisify(execFile);
+const TSX = new URL('../../node_modules/.bin/tsx', import.meta.url).pathname;
+const ADMIN = new URL('../src/cli/admin.ts', import.meta.url).pathname;
+
+/** Runs the admin CLI as an operator would, returning its exit code, JSON output and errors. */
+async function admin(...args: string[]) {
+  try {
+    const { stdout, stderr } = await run(TSX, [ADMIN, ...args], { env: process.env });
+    return { code: 0, json: JSON.parse(stdout), stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, json: null, stderr: failed.stderr };
+  }
+}
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+describe('npm run admin', () => {
+  it('creates an account, an app and keys, tops up idempotently and revokes', async () => {
+    const account = await admin('account', 'create', '--name', 'Acme', '--plan', 'pro');
+    expect(account.code).toBe(0);
+    expect(account.json).toMatchObject({ name: 'Acme', plan: 'pro', balance_micros: 0 });
+    const app = await admin('app', 'create', '--account', account.json.id, '--name', 'web');
+    expect(app.json.account_id).toBe(account.json.id);
+
+    const key = await admin('key', 'create', '--app', app.json.id, '--mode', 'live');
+    expect(key.json.token).toMatch(/^svc_live_[0-9A-Za-z]{32}$/);
+    expect(key.json.note).toMatch(/not shown again/);
+    const stored = await ctx.container.pool.one(
+      sql.type(z.object({ token_hash: z.instanceof(Buffer), token_hint: z.string(), publishable_token: z.null() }))`
+        select token_hash, token_hint, publishable_token from api_keys where id = ${key.json.id}`,
+    );
+    expect(stored.token_hash).toHaveLength(32);
+    expect(stored.token_hint).toBe(`svc_live_…${key.json.token.slice(-4)}`);
+    const listed = await admin('key', 'list', '--app', app.json.id);
+    expect(JSON.stringify(listed.json)).not.toContain(key.json.token);
+
+    const publishable = await admin('key', 'create', '--app', app.json.id, '--mode', 'test', '--kind', 'publishable');
+    expect(publishable.json.token).toMatch(/^pk_test_[0-9A-Za-z]{32}$/);
+
+    const topUp = ['balance', 'topup', '--account', account.json.id, '--amount-usd', '12.50', '--reference', 'wire-7'];
+    expect((await admin(...topUp)).json).toMatchObject({ amount_micros: 12_500_000, replayed: false });
+    expect((await admin(...topUp)).json).toMatchObject({ amount_micros: 12_500_000, replayed: true });
+    expect((await admin('balance', 'show', '--account', account.json.id)).json.balance_micros).toBe(12_500_000);
+
+    const call = () =>
+      ctx.app.inject({
+        method: 'GET',
+        url: '/v1/realtime/balance',
+        headers: { 'x-api-key': key.json.token },
+        remoteAddress: uniqueAddress(),
+      });
+    expect((await call()).statusCode).toBe(200);
+    expect((await admin('key', 'revoke', '--key', key.json.id)).json.revoked_at).not.toBeNull();
+    expect((await call()).statusCode).toBe(401);
+  });
+
+  it('explains bad usage with exit code 2', async () => {
+    const missing = await admin('account', 'create');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--name is required/);
+    const plan = await admin('account', 'create', '--name', 'x', '--plan', 'gold');
+    expect(plan.stderr).toMatch(/--plan must be one of free, pro, scale/);
+    const amount = await admin('balance', 'topup', '--account', 'acct_x', '--amount-usd', '1.2345678', '--reference', 'r');
+    expect(amount.code).toBe(2);
+    expect(amount.stderr).toMatch(/at most 6 decimals/);
+    const unknown = await admin('account', 'delete');
+    expect(unknown.stderr).toMatch(/unknown command "account delete"/);
+  });
+
+  it('keeps the local developer key across runs while it works', async () => {
+    const stateFile = join(await mkdtemp(join(tmpdir(), 'dev-key-')), 'dev-key.json');
+    const first = await admin('dev-key', '--state-file', stateFile);
+    expect(first.json.key).toMatch(/^svc_test_/);
+    expect(JSON.parse(await readFile(stateFile, 'utf8'))).toEqual(first.json);
+    expect((await admin('dev-key', '--state-file', stateFile)).json).toEqual(first.json);
+    const keyId = (await ctx.container.accounts.checkSecretKey(first.json.key)) as { principal: { keyId: string } };
+    await ctx.container.accounts.revokeKey(keyId.principal.keyId);
+    const replaced = await admin('dev-key', '--state-file', stateFile);
+    expect(replaced.json.key).not.toBe(first.json.key);
+  });
+});

@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestContext } from './support.js';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+describe('/healthz', () => {
+  it('says the process is up, with no key', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/healthz' });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ status: 'ok' });
+  });
+});
+
+describe('/v1/openapi.json', () => {
+  it('is OpenAPI 3.1, version 1.1.0, generated from the route schemas', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' });
+    expect(response.statusCode).toBe(200);
+    const document = response.json();
+    expect(document.openapi).toBe('3.1.0');
+    expect(document.info.version).toBe('1.1.0');
+    const balance = document.paths['/v1/realtime/balance'].get;
+    expect(balance.responses['200'].content['application/json'].schema.properties).toHaveProperty('ledger');
+    expect(balance.responses['422'].content['application/json'].schema.properties.error.properties).toHaveProperty(
+      'fields',
+    );
+    expect(document.components.securitySchemes).toHaveProperty('bearerKey');
+    expect(document.paths).not.toHaveProperty('/metrics');
+  });
+});
+
+describe('/metrics', () => {
+  it('counts requests by route template in Prometheus format', async () => {
+    await ctx.app.inject({ method: 'GET', url: '/v1/realtime/balance' });
+    const response = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/plain/);
+    expect(response.body).toMatch(
+      /svc_http_requests_total\{method="GET",route="\/v1\/realtime\/balance",status="401"\} [1-9]/,
+    );
+    expect(response.body).toContain('svc_http_request_duration_seconds_bucket');
+  });
+});
