@@ -17,6 +17,8 @@ function testStackEnv(): Record<string, string> {
 }
 
 const env = testStackEnv();
+// globalSetup runs in this process, not in the workers that receive `test.env`.
+Object.assign(process.env, env);
 
 export default defineConfig({
   test: {
@@ -25,7 +27,11 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['control-plane/src/**/*.test.ts', 'infra/test/**/*.test.ts', 'ejabberd/test/**/*.test.ts'],
+          include: [
+            'control-plane/src/**/*.test.ts',
+            'infra/test/**/*.test.ts',
+            'ejabberd/test/**/*.test.ts',
+          ],
           env,
         },
       },

@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
 import type { Container } from './container.js';
 import { requireSecretKey } from './http/auth.js';
-import { COST_HEADER } from './http/context.js';
+import { setCostHeader } from './http/context.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { meterReadBandwidth } from './http/metering.js';
 import { registerMetrics } from './http/metrics.js';
-import { formatUsd } from './lib/money.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { pricingRoutes } from './modules/pricing/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
 export const API_VERSION = '1.1.0';
@@ -28,6 +29,8 @@ function trustProxy(setting: string): string[] | false {
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
+  /** More routes behind the secret-key pipeline (benchmarks and tests mount probes here). */
+  keyedRoutes?: FastifyPluginAsync[];
 }
 
 export async function buildApp(container: Container, options: BuildAppOptions = {}) {
@@ -45,6 +48,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  container.redis.on('error', (error: Error) => app.log.warn({ err: error }, 'redis connection error'));
   app.decorateRequest('principal', null);
   app.decorateRequest('costMicros', 0);
   app.addHook('onRequest', async (request, reply) => {
@@ -52,7 +56,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   });
   // Every response states its cost, errors included (they cost nothing).
   app.addHook('onSend', async (request, reply) => {
-    reply.header(COST_HEADER, formatUsd(request.costMicros));
+    setCostHeader(reply, request.costMicros);
   });
   registerErrorHandling(app);
   const metrics = registerMetrics(app);
@@ -79,7 +83,10 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   // The keyed scope: every route registered inside passes the shared key pipeline first.
   await app.register(async (keyed) => {
     requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
+    meterReadBandwidth(keyed, container.billing);
+    await keyed.register(pricingRoutes, { pricing: container.pricing });
     await keyed.register(billingRoutes, { billing: container.billing });
+    for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
   });
   return app;
 }

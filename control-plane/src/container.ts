@@ -8,6 +8,11 @@ import { createRequestLimits, type RequestLimits } from './http/limits.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
+import {
+  createPricingService,
+  type PricingService,
+  parseConfiguredPricing,
+} from './modules/pricing/service.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container {
@@ -16,6 +21,7 @@ export interface Container {
   pool: DatabasePool;
   redis: Redis;
   accounts: AccountsService;
+  pricing: PricingService;
   billing: BillingService;
   limits: RequestLimits;
   probes: Record<string, Probe>;
@@ -31,13 +37,16 @@ export async function createContainer(
   const clock = options.clock ?? systemClock;
   const pool = await createDatabasePool(settings.SVC_DATABASE_URL);
   const redis = createRedis(settings.SVC_REDIS_URL);
+  const { configured } = parseConfiguredPricing(settings.SVC_PRICES, settings.SVC_FREE_ALLOWANCES);
+  const pricing = createPricingService({ pool, clock, configured });
   return {
     settings,
     clock,
     pool,
     redis,
     accounts: createAccountsService({ pool, clock }),
-    billing: createBillingService({ pool, clock }),
+    pricing,
+    billing: createBillingService({ pool, clock, pricing }),
     limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {

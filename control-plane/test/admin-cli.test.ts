@@ -43,7 +43,9 @@ describe('npm run admin', () => {
     expect(key.json.token).toMatch(/^svc_live_[0-9A-Za-z]{32}$/);
     expect(key.json.note).toMatch(/not shown again/);
     const stored = await ctx.container.pool.one(
-      sql.type(z.object({ token_hash: z.instanceof(Buffer), token_hint: z.string(), publishable_token: z.null() }))`
+      sql.type(
+        z.object({ token_hash: z.instanceof(Buffer), token_hint: z.string(), publishable_token: z.null() }),
+      )`
         select token_hash, token_hint, publishable_token from api_keys where id = ${key.json.id}`,
     );
     expect(stored.token_hash).toHaveLength(32);
@@ -51,13 +53,33 @@ describe('npm run admin', () => {
     const listed = await admin('key', 'list', '--app', app.json.id);
     expect(JSON.stringify(listed.json)).not.toContain(key.json.token);
 
-    const publishable = await admin('key', 'create', '--app', app.json.id, '--mode', 'test', '--kind', 'publishable');
+    const publishable = await admin(
+      'key',
+      'create',
+      '--app',
+      app.json.id,
+      '--mode',
+      'test',
+      '--kind',
+      'publishable',
+    );
     expect(publishable.json.token).toMatch(/^pk_test_[0-9A-Za-z]{32}$/);
 
-    const topUp = ['balance', 'topup', '--account', account.json.id, '--amount-usd', '12.50', '--reference', 'wire-7'];
+    const topUp = [
+      'balance',
+      'topup',
+      '--account',
+      account.json.id,
+      '--amount-usd',
+      '12.50',
+      '--reference',
+      'wire-7',
+    ];
     expect((await admin(...topUp)).json).toMatchObject({ amount_micros: 12_500_000, replayed: false });
     expect((await admin(...topUp)).json).toMatchObject({ amount_micros: 12_500_000, replayed: true });
-    expect((await admin('balance', 'show', '--account', account.json.id)).json.balance_micros).toBe(12_500_000);
+    expect((await admin('balance', 'show', '--account', account.json.id)).json.balance_micros).toBe(
+      12_500_000,
+    );
 
     const call = () =>
       ctx.app.inject({
@@ -77,7 +99,16 @@ describe('npm run admin', () => {
     expect(missing.stderr).toMatch(/--name is required/);
     const plan = await admin('account', 'create', '--name', 'x', '--plan', 'gold');
     expect(plan.stderr).toMatch(/--plan must be one of free, pro, scale/);
-    const amount = await admin('balance', 'topup', '--account', 'acct_x', '--amount-usd', '1.2345678', '--reference', 'r');
+    const amount = await admin(
+      'balance',
+      'topup',
+      '--account',
+      'acct_x',
+      '--amount-usd',
+      '1.2345678',
+      '--reference',
+      'r',
+    );
     expect(amount.code).toBe(2);
     expect(amount.stderr).toMatch(/at most 6 decimals/);
     const unknown = await admin('account', 'delete');
@@ -90,7 +121,9 @@ describe('npm run admin', () => {
     expect(first.json.key).toMatch(/^svc_test_/);
     expect(JSON.parse(await readFile(stateFile, 'utf8'))).toEqual(first.json);
     expect((await admin('dev-key', '--state-file', stateFile)).json).toEqual(first.json);
-    const keyId = (await ctx.container.accounts.checkSecretKey(first.json.key)) as { principal: { keyId: string } };
+    const keyId = (await ctx.container.accounts.checkSecretKey(first.json.key)) as {
+      principal: { keyId: string };
+    };
     await ctx.container.accounts.revokeKey(keyId.principal.keyId);
     const replaced = await admin('dev-key', '--state-file', stateFile);
     expect(replaced.json.key).not.toBe(first.json.key);

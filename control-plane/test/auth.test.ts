@@ -55,7 +55,11 @@ describe('the secret key', () => {
 
   it('of a publishable kind exists for the app but opens no secret-key endpoint', async () => {
     const { app } = await createCustomer(ctx.container);
-    const { token } = await ctx.container.accounts.createKey({ appId: app.id, kind: 'publishable', mode: 'test' });
+    const { token } = await ctx.container.accounts.createKey({
+      appId: app.id,
+      kind: 'publishable',
+      mode: 'test',
+    });
     expect(token).toMatch(/^pk_test_[0-9A-Za-z]{32}$/);
     expect((await balance({ authorization: `Bearer ${token}` })).statusCode).toBe(401);
   });
@@ -66,7 +70,10 @@ describe('the invalid-key lockout', () => {
     const address = uniqueAddress();
     const { token } = await createCustomer(ctx.container);
     for (let attempt = 1; attempt <= 20; attempt += 1) {
-      const response = await balance({ 'x-api-key': `svc_test_${String(attempt).padStart(32, '0')}` }, address);
+      const response = await balance(
+        { 'x-api-key': `svc_test_${String(attempt).padStart(32, '0')}` },
+        address,
+      );
       expect(response.statusCode, `attempt ${attempt}`).toBe(401);
     }
     const locked = await balance({ 'x-api-key': `svc_test_${'9'.repeat(32)}` }, address);
@@ -143,7 +150,9 @@ describe('the daily request cap', () => {
 
   it('comes from the plan: Pro 100,000, Scale its custom cap', async () => {
     const pro = await createCustomer(ctx.container, { plan: 'pro' });
-    expect((await balance({ authorization: `Bearer ${pro.token}` })).headers['ratelimit-limit']).toBe('100000');
+    expect((await balance({ authorization: `Bearer ${pro.token}` })).headers['ratelimit-limit']).toBe(
+      '100000',
+    );
     const scale = await createCustomer(ctx.container, { plan: 'scale', dailyRequestCap: 3 });
     const headers = { authorization: `Bearer ${scale.token}` };
     for (let call = 1; call <= 3; call += 1) expect((await balance(headers)).statusCode).toBe(200);

@@ -13,11 +13,19 @@ describe('top-ups', () => {
   it('count once per reference, even when replayed concurrently', async () => {
     const { account } = await createCustomer(ctx.container);
     const topUp = () =>
-      ctx.container.billing.topUp({ accountId: account.id, amountMicros: 25_000_000, reference: 'invoice-1' });
+      ctx.container.billing.topUp({
+        accountId: account.id,
+        amountMicros: 25_000_000,
+        reference: 'invoice-1',
+      });
     const results = await Promise.all(Array.from({ length: 10 }, topUp));
     expect(results.filter((r) => !r.replayed)).toHaveLength(1);
     expect(new Set(results.map((r) => r.entry.id)).size).toBe(1);
-    await ctx.container.billing.topUp({ accountId: account.id, amountMicros: 500_000, reference: 'invoice-2' });
+    await ctx.container.billing.topUp({
+      accountId: account.id,
+      amountMicros: 500_000,
+      reference: 'invoice-2',
+    });
     const balance = await ctx.container.billing.getBalance(account.id);
     expect(balance.balance_micros).toBe(25_500_000);
     expect(balance.balance_usd).toBe(25.5);

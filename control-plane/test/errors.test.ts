@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type App } from '../src/app.js';
+import type { App } from '../src/app.js';
 import { startTestApp, type TestContext } from './support.js';
 
 /** Routes declared the way every module declares them, to see validation and failures end to end. */
@@ -109,16 +109,26 @@ describe('unknown routes', () => {
   it('answer 404 with the spec error body and the cost header', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/v1/nothing-here?x=1' });
     expect(response.statusCode).toBe(404);
-    expect(response.json()).toEqual({ error: { type: 'not_found', message: 'Route GET /v1/nothing-here not found' } });
+    expect(response.json()).toEqual({
+      error: { type: 'not_found', message: 'Route GET /v1/nothing-here not found' },
+    });
     expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
   });
 });
 
 describe('request ids', () => {
   it('keep a sane caller id and replace anything else', async () => {
-    const kept = await ctx.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'abc-123' } });
+    const kept = await ctx.app.inject({
+      method: 'GET',
+      url: '/healthz',
+      headers: { 'x-request-id': 'abc-123' },
+    });
     expect(kept.headers['x-request-id']).toBe('abc-123');
-    const replaced = await ctx.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'a b<c>' } });
+    const replaced = await ctx.app.inject({
+      method: 'GET',
+      url: '/healthz',
+      headers: { 'x-request-id': 'a b<c>' },
+    });
     expect(replaced.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 });

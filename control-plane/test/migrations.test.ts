@@ -43,7 +43,9 @@ describe('runMigrations', () => {
       sql.type(z.object({ table_name: z.string() }))`
         select table_name from information_schema.tables where table_schema = ${schema} order by table_name`,
     );
-    expect(tables).toEqual(expect.arrayContaining(['accounts', 'api_keys', 'apps', 'ledger_entries', 'schema_migrations']));
+    expect(tables).toEqual(
+      expect.arrayContaining(['accounts', 'api_keys', 'apps', 'ledger_entries', 'schema_migrations']),
+    );
   });
 
   it('runs a failing migration not at all, and refuses an applied one that was edited', async () => {
@@ -53,7 +55,9 @@ describe('runMigrations', () => {
     });
     await expect(runMigrations(pool, dir)).rejects.toThrow(/missing/);
     const two = await pool.maybeOneFirst(
-      sql.type(z.object({ exists: z.boolean() }))`select to_regclass(${`${schema}.two`}) is not null as exists`,
+      sql.type(
+        z.object({ exists: z.boolean() }),
+      )`select to_regclass(${`${schema}.two`}) is not null as exists`,
     );
     expect(two).toBe(false);
 

@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import type { FastifyPluginAsync } from 'fastify';
 import { type App, buildApp } from '../src/app.js';
 import { loadSettings } from '../src/config/load.js';
 import type { Settings } from '../src/config/schema.js';
@@ -19,11 +20,16 @@ export function testSettings(overrides: Partial<Settings> = {}): Settings {
 
 /** A fresh app against the real test PostgreSQL and Redis, with a clock the test sets. */
 export async function startTestApp(
-  options: { settings?: Partial<Settings>; clock?: Clock; extraRoutes?: (app: App) => void } = {},
+  options: {
+    settings?: Partial<Settings>;
+    clock?: Clock;
+    extraRoutes?: (app: App) => void;
+    keyedRoutes?: (container: Container) => FastifyPluginAsync[];
+  } = {},
 ): Promise<TestContext> {
   const clock = (options.clock as ManualClock | undefined) ?? createManualClock(new Date());
   const container = await createContainer(testSettings(options.settings), { clock });
-  const app = await buildApp(container, { logger: false });
+  const app = await buildApp(container, { logger: false, keyedRoutes: options.keyedRoutes?.(container) });
   options.extraRoutes?.(app);
   await app.ready();
   return {
@@ -45,7 +51,7 @@ export function uniqueAddress(): string {
 /** An account with one app and one secret key, made through the same service the admin CLI uses. */
 export async function createCustomer(
   container: Container,
-  options: { plan?: Plan; mode?: KeyMode; dailyRequestCap?: number } = {},
+  options: { plan?: Plan; mode?: KeyMode; dailyRequestCap?: number; balanceMicros?: number } = {},
 ) {
   const account = await container.accounts.createAccount({
     name: 'Test customer',
@@ -53,6 +59,17 @@ export async function createCustomer(
     dailyRequestCap: options.dailyRequestCap ?? null,
   });
   const app = await container.accounts.createApp({ accountId: account.id, name: 'test app' });
-  const { key, token } = await container.accounts.createKey({ appId: app.id, kind: 'secret', mode: options.mode ?? 'test' });
+  const { key, token } = await container.accounts.createKey({
+    appId: app.id,
+    kind: 'secret',
+    mode: options.mode ?? 'test',
+  });
+  if (options.balanceMicros) {
+    await container.billing.topUp({
+      accountId: account.id,
+      amountMicros: options.balanceMicros,
+      reference: 'opening',
+    });
+  }
   return { account, app, key, token };
 }

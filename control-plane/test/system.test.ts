@@ -26,9 +26,9 @@ describe('/v1/openapi.json', () => {
     expect(document.info.version).toBe('1.1.0');
     const balance = document.paths['/v1/realtime/balance'].get;
     expect(balance.responses['200'].content['application/json'].schema.properties).toHaveProperty('ledger');
-    expect(balance.responses['422'].content['application/json'].schema.properties.error.properties).toHaveProperty(
-      'fields',
-    );
+    expect(
+      balance.responses['422'].content['application/json'].schema.properties.error.properties,
+    ).toHaveProperty('fields');
     expect(document.components.securitySchemes).toHaveProperty('bearerKey');
     expect(document.paths).not.toHaveProperty('/metrics');
   });

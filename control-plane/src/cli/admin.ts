@@ -23,6 +23,13 @@ import {
   createBillingService,
   usdNumber,
 } from '../modules/billing/service.js';
+import {
+  createPricingService,
+  PricingError,
+  type PricingService,
+  parseConfiguredPricing,
+  presentPriceTable,
+} from '../modules/pricing/service.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
 
@@ -36,6 +43,9 @@ const USAGE = `usage: npm run admin -- <command> [options]
   key revoke --key ID
   balance topup --account ID --amount-usd AMOUNT --reference REF
   balance show --account ID
+  price list
+  price set --metric PRODUCT.METRIC [--usd PRICE] [--allowance UNITS]
+  price reset --metric PRODUCT.METRIC      back to the configured or shipped value
   dev-key --state-file PATH    ensure a local account, app and test key; print them
 
 Runs against SVC_DATABASE_URL (npm run admin loads the dev stack's settings; --profile test for the test stack).`;
@@ -54,6 +64,9 @@ const OPTIONS = {
   'amount-usd': { type: 'string' },
   reference: { type: 'string' },
   'state-file': { type: 'string' },
+  metric: { type: 'string' },
+  usd: { type: 'string' },
+  allowance: { type: 'string' },
   help: { type: 'boolean' },
 } as const;
 
@@ -82,6 +95,24 @@ function optionalCap(options: Options): number | null {
 interface Services {
   accounts: AccountsService;
   billing: BillingService;
+  pricing: PricingService;
+}
+
+function metricOf(options: Options): [string, string] {
+  const [product = '', metric = ''] = required(options, 'metric').split('.');
+  return [product, metric];
+}
+
+function usdAmount(text: string | undefined, option: string, allowZero: boolean): number {
+  try {
+    const micros = parseUsd(text ?? '');
+    if (micros > 0 || allowZero) return micros;
+  } catch {
+    // reported below
+  }
+  throw new UsageError(
+    `--${option} must be a ${allowZero ? '' : 'positive '}USD amount with at most 6 decimals, e.g. 25 or 0.50`,
+  );
 }
 
 /** Reuses the stored local key while it still works; otherwise makes the account, app and key anew. */
@@ -104,7 +135,7 @@ async function devKey({ accounts }: Services, stateFile: string) {
 }
 
 async function run(command: string, options: Options, services: Services): Promise<unknown> {
-  const { accounts, billing } = services;
+  const { accounts, billing, pricing } = services;
   switch (command) {
     case 'account create':
       return accounts.createAccount({
@@ -141,24 +172,40 @@ async function run(command: string, options: Options, services: Services): Promi
     case 'key revoke':
       return accounts.revokeKey(required(options, 'key'));
     case 'balance topup': {
-      const amount = options['amount-usd'];
-      let amountMicros: number;
-      try {
-        amountMicros = parseUsd(amount ?? '');
-      } catch {
-        throw new UsageError(
-          '--amount-usd must be a positive USD amount with at most 6 decimals, e.g. 25 or 0.50',
-        );
-      }
       const { entry, replayed } = await billing.topUp({
         accountId: required(options, 'account'),
-        amountMicros,
+        amountMicros: usdAmount(options['amount-usd'], 'amount-usd', false),
         reference: required(options, 'reference'),
       });
       return { ...entry, amount_usd: usdNumber(entry.amount_micros), replayed };
     }
     case 'balance show':
       return billing.getBalance(required(options, 'account'));
+    case 'price list':
+      return presentPriceTable(await pricing.priceTable());
+    case 'price set': {
+      const [product, metric] = metricOf(options);
+      if (options.usd === undefined && options.allowance === undefined)
+        throw new UsageError('give --usd, --allowance or both');
+      if (options.usd !== undefined)
+        await pricing.setPrice(product, metric, usdAmount(options.usd, 'usd', true));
+      if (options.allowance !== undefined) {
+        const units = Number(options.allowance);
+        if (!/^\d+(\.\d+)?$/.test(options.allowance))
+          throw new UsageError('--allowance must be a number of units, 0 or more');
+        await pricing.setAllowance(product, metric, units);
+      }
+      return presentPriceTable(await pricing.priceTable()).prices.find(
+        (p) => p.product === product && p.metric === metric,
+      );
+    }
+    case 'price reset': {
+      const [product, metric] = metricOf(options);
+      await pricing.resetToConfigured(product, metric);
+      return presentPriceTable(await pricing.priceTable()).prices.find(
+        (p) => p.product === product && p.metric === metric,
+      );
+    }
     case 'dev-key':
       return devKey(services, required(options, 'state-file'));
     default:
@@ -179,9 +226,16 @@ async function main(): Promise<number> {
   const pool = await createDatabasePool(databaseUrl);
   try {
     await runMigrations(pool);
-    const services = {
+    const { configured, problems } = parseConfiguredPricing(
+      process.env.SVC_PRICES ?? '',
+      process.env.SVC_FREE_ALLOWANCES ?? '',
+    );
+    if (problems.length > 0) throw new UsageError(problems.join('; '));
+    const pricing = createPricingService({ pool, clock: systemClock, configured });
+    const services: Services = {
       accounts: createAccountsService({ pool, clock: systemClock }),
-      billing: createBillingService({ pool, clock: systemClock }),
+      billing: createBillingService({ pool, clock: systemClock, pricing }),
+      pricing,
     };
     const result = await run(command, values, services);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -194,8 +248,9 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const expected =
-      error instanceof UsageError || error instanceof AccountsError || error instanceof BillingError;
+    const expected = [UsageError, AccountsError, BillingError, PricingError].some(
+      (kind) => error instanceof kind,
+    );
     const detail = error instanceof Error ? (expected ? error.message : error.stack) : String(error);
     process.stderr.write(`admin: ${detail}\n`);
     process.exit(expected ? 2 : 1);

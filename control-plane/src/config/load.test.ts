@@ -57,6 +57,22 @@ describe('loadSettings', () => {
     );
   });
 
+  it('reads configured prices and allowances, refusing unknown metrics and bad amounts', () => {
+    expect(() =>
+      loadSettings({ ...valid, SVC_PRICES: 'ai.chat_calls=0.004 bandwidth.gb=0.05' }),
+    ).not.toThrow();
+    expect(
+      problemsOf({ ...valid, SVC_PRICES: 'bandwidth.tb=1,ai.chat_calls=-2,otp.sends=0.0000001' }),
+    ).toEqual([
+      'SVC_PRICES: unknown metric "bandwidth.tb"',
+      'SVC_PRICES: "ai.chat_calls" needs a number, 0 or more',
+      'SVC_PRICES: "otp.sends" needs a number, 0 or more',
+    ]);
+    expect(problemsOf({ ...valid, SVC_FREE_ALLOWANCES: 'chat.monthly_active_users=many' })).toEqual([
+      'SVC_FREE_ALLOWANCES: "chat.monthly_active_users" needs a number, 0 or more',
+    ]);
+  });
+
   it('reports a missing required setting as required', () => {
     const { SVC_REDIS_URL: _omitted, ...rest } = valid;
     expect(problemsOf(rest)).toContain('SVC_REDIS_URL: required');
@@ -64,7 +80,11 @@ describe('loadSettings', () => {
 
   it('never puts a secret value in its message', () => {
     const secret = 'postgres-password-123';
-    const problems = problemsOf({ ...valid, SVC_DATABASE_URL: `nope ${secret}`, SVC_INTERNAL_SECRET: secret });
+    const problems = problemsOf({
+      ...valid,
+      SVC_DATABASE_URL: `nope ${secret}`,
+      SVC_INTERNAL_SECRET: secret,
+    });
     expect(problems.join('\n')).not.toContain(secret);
   });
 });

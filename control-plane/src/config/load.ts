@@ -1,6 +1,7 @@
 import { FormatRegistry } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
+import { parseConfiguredPricing } from '../modules/pricing/service.js';
 import { type Settings, SettingsSchema } from './schema.js';
 
 export class ConfigError extends Error {
@@ -27,10 +28,13 @@ export function loadSettings(env: NodeJS.ProcessEnv): Settings {
     else if (!name.startsWith('SVC_STACK_') && !name.startsWith('SVC_TEST_'))
       problems.push(`${name}: unknown setting`);
   }
-  const candidate = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw));
+  const candidate = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw)) as Partial<Settings>;
   for (const error of checker.Errors(candidate)) {
     const name = error.path.replace(/^\//, '') || '(settings)';
     problems.push(raw[name] === undefined ? `${name}: required` : `${name}: ${error.message}`);
+  }
+  if (typeof candidate.SVC_PRICES === 'string' && typeof candidate.SVC_FREE_ALLOWANCES === 'string') {
+    problems.push(...parseConfiguredPricing(candidate.SVC_PRICES, candidate.SVC_FREE_ALLOWANCES).problems);
   }
   if (problems.length > 0) throw new ConfigError([...new Set(problems)]);
   return candidate as Settings;

@@ -24,6 +24,15 @@ export const SettingsSchema = Type.Object({
     default: 10_000,
     description: 'How long in-flight requests may run after SIGTERM.',
   }),
+  SVC_PRICES: Type.String({
+    default: '',
+    description:
+      'Price overrides in USD per unit, e.g. "ai.generate_calls=0.0025,bandwidth.gb=0.04" (the database overrides these).',
+  }),
+  SVC_FREE_ALLOWANCES: Type.String({
+    default: '',
+    description: 'Free monthly allowance overrides in priced units, e.g. "chat.monthly_active_users=500".',
+  }),
   SVC_DATABASE_URL: Url('PostgreSQL connection URL.'),
   SVC_REDIS_URL: Url('Redis connection URL.'),
   SVC_INTERNAL_SECRET: Secret(

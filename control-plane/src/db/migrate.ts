@@ -72,7 +72,8 @@ export async function runMigrations(pool: DatabasePool, dir = MIGRATIONS_DIR): P
           continue;
         }
         await connection.transaction(async (tx) => {
-          for (const statement of splitStatements(migration.sql)) await tx.query(sql.unsafe(asTemplate(statement)));
+          for (const statement of splitStatements(migration.sql))
+            await tx.query(sql.unsafe(asTemplate(statement)));
           await tx.query(
             sql.unsafe`insert into schema_migrations (version, checksum) values (${migration.version}, ${migration.checksum})`,
           );

@@ -3,10 +3,9 @@ import { splitStatements } from './split-statements.js';
 
 describe('splitStatements', () => {
   it('splits on semicolons and drops comments and empty statements', () => {
-    expect(splitStatements('create table a (x int); -- note; here\n;/* block; */ insert into a values (1);')).toEqual([
-      'create table a (x int)',
-      'insert into a values (1)',
-    ]);
+    expect(
+      splitStatements('create table a (x int); -- note; here\n;/* block; */ insert into a values (1);'),
+    ).toEqual(['create table a (x int)', 'insert into a values (1)']);
   });
 
   it('keeps semicolons inside literals, identifiers and dollar-quoted bodies', () => {

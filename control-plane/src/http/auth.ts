@@ -48,6 +48,9 @@ export function requireSecretKey(
     reply.header('ratelimit-remaining', quota.remaining);
     reply.header('ratelimit-reset', quota.resetSeconds);
     if (quota.exceeded) throw errors.dailyCapReached(quota.limit, quota.resetSeconds);
+    if (request.routeOptions.config.requiresPaidPlan && check.principal.plan === 'free') {
+      throw errors.paymentRequired('This endpoint needs the Pro or Scale plan; the account is on Free');
+    }
     request.principal = check.principal;
   });
 }

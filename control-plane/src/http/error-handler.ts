@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { InsufficientBalanceError } from '../modules/billing/service.js';
 import { ApiError, errors, type FieldError } from './errors.js';
 
 type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
@@ -42,6 +43,7 @@ function uniqueFields(fields: FieldError[]): FieldError[] {
 /** Maps anything thrown by a route or by fastify itself to the spec's error body. */
 export function toApiError(error: FastifyError | ApiError | Error, requestId: string): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof InsufficientBalanceError) return errors.paymentRequired(error.message);
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
     const context = (fastifyError.validationContext ?? 'body') as ValidationContext;

@@ -35,3 +35,9 @@ export const ErrorResponses = {
   429: ErrorBody,
   500: ErrorBody,
 };
+
+/** The two ways to send a secret key, for OpenAPI. */
+export const SECRET_KEY_SECURITY: { [scheme: string]: string[] }[] = [
+  { bearerKey: [] },
+  { apiKeyHeader: [] },
+];

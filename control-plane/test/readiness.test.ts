@@ -1,0 +1,55 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestContext } from './support.js';
+
+/** A port the kernel says is free right now. */
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+let redis: ChildProcess;
+let ctx: TestContext;
+
+beforeAll(async () => {
+  // A real Redis of this test's own, so that stopping it leaves the shared test Redis alone.
+  const port = await freePort();
+  redis = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  ctx = await startTestApp({ settings: { SVC_REDIS_URL: `redis://127.0.0.1:${port}/0` } });
+  await ctx.container.redis.ping();
+});
+afterAll(async () => {
+  redis.kill('SIGKILL');
+  await ctx.close();
+});
+
+describe('/readyz', () => {
+  it('is ready while PostgreSQL, Redis, ejabberd, LiveKit and MinIO answer, and fails when Redis stops', async () => {
+    const ready = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.json()).toEqual({
+      status: 'ready',
+      checks: { postgres: 'ok', redis: 'ok', ejabberd: 'ok', livekit: 'ok', minio: 'ok' },
+    });
+    expect(ready.statusCode).toBe(200);
+
+    redis.kill('SIGTERM');
+    await once(redis, 'exit');
+    const down = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    expect(down.statusCode).toBe(503);
+    expect(down.json()).toEqual({
+      status: 'unavailable',
+      checks: { postgres: 'ok', redis: 'down', ejabberd: 'ok', livekit: 'ok', minio: 'ok' },
+    });
+  });
+});
