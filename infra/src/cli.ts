@@ -1,0 +1,137 @@
+import { existsSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { adminCommand } from './admin.js';
+import { ensureDevKey, renderBanner } from './banner.js';
+import { StackError, UsageError } from './errors.js';
+import { installServers, TOOL_PACKAGES } from './install.js';
+import { followLogs, tailLines } from './logs.js';
+import { stackPaths } from './paths.js';
+import { parseProfile } from './profile.js';
+import { readRunRecord } from './run-records.js';
+import { SERVERS, selectServers } from './servers/index.js';
+import type { ServerDefinition, StackContext } from './servers/types.js';
+import { createContext, down, formatStatus, logFileOf, status, up } from './stack.js';
+import { testCommand } from './test-command.js';
+
+const USAGE = `usage: npm run stack -- <command> [--profile dev|test] [--only server,...]
+
+commands:
+  up                  install what is missing, start the servers and wait until they are healthy
+  status              each server's pid, whether it is alive and healthy, and its URL
+  logs [server] [-f]  the last lines of the servers' logs; -f keeps following them
+  down                stop the servers this runner started
+  test                npm test: test stack up, typecheck, lint, vitest, then stop what it started
+  install             install the Debian packages and build LiveKit and MinIO
+
+The profile is dev unless --profile test is given. Servers: ${SERVERS.map((server) => server.name).join(', ')}.
+npm run admin -- [--profile test] <command> runs the control plane's admin CLI against a profile.`;
+
+const LOG_TAIL_LINES = 50;
+
+const OPTIONS = {
+  profile: { type: 'string' },
+  only: { type: 'string' },
+  follow: { type: 'boolean', short: 'f' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function parseCommandLine(args: readonly string[]) {
+  try {
+    return parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n\n${USAGE}`);
+  }
+}
+
+/** The servers a command reports on: the selection, plus any other one that has a run record. */
+function withRecorded(context: StackContext, selected: readonly ServerDefinition[]): ServerDefinition[] {
+  return SERVERS.filter(
+    (server) => selected.includes(server) || readRunRecord(context.paths.runDir, server.name) !== undefined,
+  );
+}
+
+async function upCommand(context: StackContext, servers: readonly ServerDefinition[]): Promise<number> {
+  const startedAt = Date.now();
+  await installServers(servers, context.paths.binDir);
+  const { failures } = await up(context, servers);
+  if (failures.length > 0) {
+    for (const failure of failures) console.error(`\n${failure.message}`);
+    return 1;
+  }
+  console.log(`${context.profile} stack up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+  if (servers.some((server) => server.name === 'control-plane'))
+    console.log(renderBanner(context, await ensureDevKey(context)));
+  else console.log(`\n${formatStatus(await status(context, servers))}`);
+  return 0;
+}
+
+async function logsCommand(context: StackContext, servers: readonly ServerDefinition[], follow: boolean) {
+  const sources = servers
+    .map((server) => ({ label: server.name, file: logFileOf(context, server.name) }))
+    .filter((source) => existsSync(source.file));
+  if (sources.length === 0)
+    throw new StackError(
+      `no log files yet in ${context.paths.logsDir} (profile ${context.profile}; --profile selects another)`,
+    );
+  for (const { file } of sources)
+    console.log(`==> ${file} <==\n${tailLines(file, LOG_TAIL_LINES).join('\n')}\n`);
+  if (follow) await followLogs(sources, (line) => console.log(line));
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  // The admin CLI has options of its own; they pass through untouched.
+  if (command === 'admin') return adminCommand(rest);
+  const { values, positionals } = parseCommandLine(rest);
+  if (command === undefined || values.help) {
+    console.log(USAGE);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  const profile = parseProfile(values.profile);
+  if (command === 'test') {
+    if ((values.profile !== undefined && profile !== 'test') || values.only !== undefined)
+      throw new UsageError('test always uses the test profile and its default servers');
+    return testCommand();
+  }
+  if (command === 'install') {
+    await installServers(SERVERS, stackPaths(profile).binDir, TOOL_PACKAGES);
+    return 0;
+  }
+  const context = createContext(profile);
+  const selected = selectServers(profile, values.only);
+  switch (command) {
+    case 'up':
+      return upCommand(context, selected);
+    case 'status': {
+      const rows = await status(context, withRecorded(context, selected));
+      console.log(formatStatus(rows));
+      return rows.every((row) => row.healthy) ? 0 : 1;
+    }
+    case 'logs': {
+      // "logs ejabberd" shows that one server; plain "logs" every server of the profile.
+      const servers =
+        positionals[0] === undefined
+          ? withRecorded(context, selected)
+          : selectServers(profile, positionals[0]);
+      await logsCommand(context, servers, values.follow === true);
+      return 0;
+    }
+    case 'down':
+      await down(context, values.only === undefined ? SERVERS : selected);
+      return 0;
+    default:
+      throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof StackError) {
+      console.error(`stack: ${error.message}`);
+      process.exit(error instanceof UsageError ? 2 : 1);
+    }
+    console.error(error);
+    process.exit(1);
+  },
+);

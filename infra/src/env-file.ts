@@ -1,0 +1,70 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { StackError } from './errors.js';
+import { writeFileAtomic } from './files.js';
+import { REPO_ROOT, stackPaths } from './paths.js';
+import type { PortMap } from './ports.js';
+import type { Profile } from './profile.js';
+import type { StackSecrets } from './secrets.js';
+
+/** Names shared by the servers' configs and the control plane's settings. */
+export const CHAT_DOMAIN = 'chat.local';
+export const CHAT_MUC_DOMAIN = `conference.${CHAT_DOMAIN}`;
+export const S3_REGION = 'us-east-1';
+export const LIVEKIT_WEBHOOK_PATH = '/internal/livekit/webhook';
+
+/** The control plane's settings for a profile: its configuration contract, one SVC_* name each. */
+export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Record<string, string> {
+  const local = (scheme: string, port: number, path = '') => `${scheme}://127.0.0.1:${port}${path}`;
+  return {
+    SVC_HOST: '127.0.0.1',
+    SVC_PORT: String(ports.controlPlane),
+    SVC_PUBLIC_URL: local('http', ports.controlPlane),
+    SVC_LOG_LEVEL: 'info',
+    SVC_DATABASE_URL: `postgres://svc:${secrets.postgresPassword}@127.0.0.1:${ports.postgres}/svc`,
+    SVC_REDIS_URL: `redis://:${secrets.redisPassword}@127.0.0.1:${ports.redis}/0`,
+    SVC_INTERNAL_SECRET: secrets.internalSecret,
+    SVC_EJABBERD_API_URL: local('http', ports.ejabberdApi, '/api'),
+    SVC_CHAT_WS_URL: local('ws', ports.ejabberdWebSocket, '/ws'),
+    SVC_CHAT_DOMAIN: CHAT_DOMAIN,
+    SVC_CHAT_MUC_DOMAIN: CHAT_MUC_DOMAIN,
+    SVC_LIVEKIT_URL: local('http', ports.livekitHttp),
+    SVC_LIVEKIT_PUBLIC_URL: local('ws', ports.livekitHttp),
+    SVC_LIVEKIT_API_KEY: secrets.livekitApiKey,
+    SVC_LIVEKIT_API_SECRET: secrets.livekitApiSecret,
+    SVC_S3_ENDPOINT: local('http', ports.minioS3),
+    SVC_S3_PUBLIC_ENDPOINT: local('http', ports.minioS3),
+    SVC_S3_REGION: S3_REGION,
+    SVC_S3_ACCESS_KEY: secrets.minioRootUser,
+    SVC_S3_SECRET_KEY: secrets.minioRootPassword,
+    SVC_S3_BUCKET: 'svc-objects',
+  };
+}
+
+export function formatEnvFile(settings: Readonly<Record<string, string>>): string {
+  const lines = Object.entries(settings).map(([name, value]) => `${name}=${value}`);
+  return `# Written by infra/src on every "stack up"; edits are overwritten.\n${lines.join('\n')}\n`;
+}
+
+/** Reads KEY=VALUE lines; the value is everything after the first "=", unquoted. */
+export function parseEnvFile(text: string): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line.trim());
+    if (match?.[1] !== undefined) settings[match[1]] = match[2] ?? '';
+  }
+  return settings;
+}
+
+export function writeControlPlaneEnv(file: string, ports: PortMap, secrets: StackSecrets): void {
+  writeFileAtomic(file, formatEnvFile(controlPlaneSettings(ports, secrets)));
+}
+
+/** A profile's control-plane settings as written by its last "stack up". */
+export function loadProfileEnv(profile: Profile, root: string = REPO_ROOT): Record<string, string> {
+  const { envFile } = stackPaths(profile, root);
+  if (!existsSync(envFile))
+    throw new StackError(
+      `${envFile} does not exist: start the ${profile} stack first (npm run stack -- up --profile ${profile})`,
+    );
+  return parseEnvFile(readFileSync(envFile, 'utf8'));
+}

@@ -1,0 +1,75 @@
+import { createSocket } from 'node:dgram';
+import { createServer } from 'node:net';
+import { StackError, UsageError } from './errors.js';
+import type { Profile } from './profile.js';
+
+/** Every port of a profile is its base plus a fixed offset, so one number moves the whole block. */
+export const PORTS = {
+  controlPlane: { offset: 0, protocol: 'tcp', label: 'control plane HTTP' },
+  postgres: { offset: 1, protocol: 'tcp', label: 'PostgreSQL' },
+  redis: { offset: 2, protocol: 'tcp', label: 'Redis' },
+  ejabberdWebSocket: { offset: 3, protocol: 'tcp', label: 'ejabberd WebSocket /ws' },
+  ejabberdApi: { offset: 4, protocol: 'tcp', label: 'ejabberd HTTP API /api' },
+  livekitHttp: { offset: 5, protocol: 'tcp', label: 'LiveKit HTTP/WebSocket signalling' },
+  livekitRtcTcp: { offset: 6, protocol: 'tcp', label: 'LiveKit RTC TCP' },
+  livekitRtcUdp: { offset: 7, protocol: 'udp', label: 'LiveKit RTC UDP' },
+  minioS3: { offset: 8, protocol: 'tcp', label: 'MinIO S3' },
+  minioConsole: { offset: 9, protocol: 'tcp', label: 'MinIO console' },
+  ejabberdDistribution: { offset: 10, protocol: 'tcp', label: 'ejabberd Erlang distribution' },
+} as const;
+
+export type PortName = keyof typeof PORTS;
+export type PortMap = Readonly<Record<PortName, number>>;
+
+const DEFAULT_PORT_BASE: Record<Profile, number> = { dev: 47000, test: 48000 };
+const HIGHEST_OFFSET = Math.max(...Object.values(PORTS).map((port) => port.offset));
+
+/** The profile's first port; SVC_STACK_PORT_BASE moves the whole block, e.g. when 47000 is taken. */
+export function portBase(profile: Profile, env: NodeJS.ProcessEnv = process.env): number {
+  const override = env.SVC_STACK_PORT_BASE;
+  if (override === undefined || override === '') return DEFAULT_PORT_BASE[profile];
+  const base = Number(override);
+  if (!Number.isInteger(base) || base < 1024 || base + HIGHEST_OFFSET > 65535)
+    throw new UsageError(
+      `SVC_STACK_PORT_BASE must be a whole number from 1024 to ${65535 - HIGHEST_OFFSET}, got "${override}"`,
+    );
+  return base;
+}
+
+export function portMap(base: number): PortMap {
+  return Object.fromEntries(
+    Object.entries(PORTS).map(([name, { offset }]) => [name, base + offset]),
+  ) as Record<PortName, number>;
+}
+
+/** Binds the port on 127.0.0.1 for an instant: the only reliable test that a server could bind it. */
+function canBind(port: number, protocol: 'tcp' | 'udp'): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (protocol === 'udp') {
+      const socket = createSocket('udp4');
+      socket.once('error', () => resolve(false));
+      socket.bind(port, '127.0.0.1', () => socket.close(() => resolve(true)));
+      return;
+    }
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * Fails before a server is spawned when one of its ports is taken, naming the port: clearer than
+ * the server's own bind error buried in its log, and it never leaves a half-started server behind.
+ */
+export async function assertPortsFree(names: readonly PortName[], ports: PortMap): Promise<void> {
+  const taken: string[] = [];
+  for (const name of names) {
+    const { protocol, label } = PORTS[name];
+    if (!(await canBind(ports[name], protocol))) taken.push(`${ports[name]}/${protocol} (${label})`);
+  }
+  if (taken.length > 0)
+    throw new StackError(
+      `port ${taken.join(', ')} on 127.0.0.1 is already in use by another process. ` +
+        `Stop that process, or move this profile's ports with SVC_STACK_PORT_BASE.`,
+    );
+}

@@ -1,0 +1,57 @@
+import { join } from 'node:path';
+import type { OsUser } from '../os-user.js';
+import type { StackPaths } from '../paths.js';
+import type { PortMap, PortName } from '../ports.js';
+import type { Profile } from '../profile.js';
+import type { StackSecrets } from '../secrets.js';
+import type { LaunchSpec } from '../supervisor.js';
+
+export const SERVER_NAMES = ['postgres', 'redis', 'ejabberd', 'livekit', 'minio', 'control-plane'] as const;
+export type ServerName = (typeof SERVER_NAMES)[number];
+
+/** Everything a server module needs to know about the profile it runs in. */
+export interface StackContext {
+  profile: Profile;
+  paths: StackPaths;
+  ports: PortMap;
+  secrets: StackSecrets;
+}
+
+/** A server built from source with `go install <module>@<version>` into .stack/bin. */
+export interface GoBinary {
+  /** The file name in .stack/bin. */
+  name: string;
+  module: string;
+  version: string;
+  /** The file name go install writes (the package directory's name). */
+  builtName: string;
+}
+
+/**
+ * One server of the stack. The runner does the rest the same way for all of them: install,
+ * port check, detached start with a log file and run record, health wait, stop.
+ */
+export interface ServerDefinition {
+  name: ServerName;
+  /** Debian packages that provide it. */
+  aptPackages: readonly string[];
+  goBinary?: GoBinary;
+  /** The OS account it runs as when the runner is root. */
+  osUser?: string;
+  /** Its graceful-stop signal. */
+  stopSignal: NodeJS.Signals;
+  ports: readonly PortName[];
+  /** Where clients reach it, for status and banners. */
+  url(context: StackContext): string;
+  /** Creates its data dirs and renders its config; runs before every start. */
+  prepare(context: StackContext, user: OsUser | undefined): Promise<void>;
+  launch(context: StackContext): LaunchSpec;
+  isHealthy(context: StackContext): Promise<boolean>;
+  /** Idempotent setup that needs it running (roles, databases); runs on every `up`, started or reused. */
+  afterHealthy?(context: StackContext): Promise<void>;
+}
+
+/** A server's data dir: data/<server> in its profile. */
+export function dataDirOf(context: StackContext, server: ServerName): string {
+  return join(context.paths.dataDir, server);
+}

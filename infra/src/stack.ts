@@ -1,0 +1,217 @@
+import { join } from 'node:path';
+import { writeControlPlaneEnv } from './env-file.js';
+import { StackError } from './errors.js';
+import { ensureDir } from './files.js';
+import { tailLines } from './logs.js';
+import { serviceUser } from './os-user.js';
+import { stackPaths } from './paths.js';
+import { assertPortsFree, portBase, portMap } from './ports.js';
+import type { Profile } from './profile.js';
+import { isRecordAlive, readRunRecord, removeRunRecord } from './run-records.js';
+import { ensureSecrets } from './secrets.js';
+import type { ServerDefinition, ServerName, StackContext } from './servers/types.js';
+import { START_MARKER, startDetached, stopRecorded } from './supervisor.js';
+import { waitUntil } from './wait.js';
+
+const HEALTH_TIMEOUT_MS = 60_000;
+/** Longer than the control plane's default 10 s drain, so a graceful stop is never cut short. */
+const STOP_TIMEOUT_MS = 15_000;
+const FAILURE_LOG_LINES = 20;
+
+export function createContext(profile: Profile): StackContext {
+  const paths = stackPaths(profile);
+  for (const dir of [paths.profileDir, paths.runDir, paths.logsDir, paths.dataDir, paths.confDir])
+    ensureDir(dir);
+  return { profile, paths, ports: portMap(portBase(profile)), secrets: ensureSecrets(paths.secretsFile) };
+}
+
+export function logFileOf(context: StackContext, server: ServerName): string {
+  return join(context.paths.logsDir, `${server}.log`);
+}
+
+function report(server: ServerName, message: string): void {
+  console.log(`${server.padEnd(14)} ${message}`);
+}
+
+function seconds(sinceMs: number): string {
+  return `${((Date.now() - sinceMs) / 1000).toFixed(1)} s`;
+}
+
+/** A failure message that names the log file and shows its last lines from the latest start. */
+function startFailure(context: StackContext, server: ServerName, problem: string): StackError {
+  const logFile = logFileOf(context, server);
+  const recent = tailLines(logFile, FAILURE_LOG_LINES);
+  const lines = recent.slice(recent.findLastIndex((line) => line.startsWith(START_MARKER)) + 1);
+  const tail =
+    lines.length > 0
+      ? `last ${lines.length} log lines:\n${lines.map((line) => `  ${line}`).join('\n')}`
+      : '(the log is empty)';
+  return new StackError(`${problem}.\nlog: ${logFile}\n${tail}`);
+}
+
+type StartOutcome = 'started' | 'reused';
+
+/**
+ * Waits until the server is healthy (true) or the timeout passes (false). `died` says why the
+ * process is gone, or undefined while it runs: a dead server fails the wait at once.
+ */
+async function waitHealthy(
+  context: StackContext,
+  server: ServerDefinition,
+  died: () => string | undefined,
+): Promise<boolean> {
+  return waitUntil(async () => {
+    const problem = died();
+    if (problem !== undefined) {
+      removeRunRecord(context.paths.runDir, server.name);
+      throw startFailure(context, server.name, problem);
+    }
+    return server.isHealthy(context);
+  }, HEALTH_TIMEOUT_MS);
+}
+
+/** Reuses the recorded process if it is alive and healthy; otherwise starts a fresh one. */
+async function ensureRunning(context: StackContext, server: ServerDefinition): Promise<StartOutcome> {
+  const { runDir } = context.paths;
+  const existing = readRunRecord(runDir, server.name);
+  if (existing && isRecordAlive(existing)) {
+    const gone = () =>
+      isRecordAlive(existing) ? undefined : 'exited while waiting for it to become healthy';
+    if (!(await waitHealthy(context, server, gone)))
+      throw startFailure(
+        context,
+        server.name,
+        `runs (pid ${existing.pid}) but is not healthy after ${HEALTH_TIMEOUT_MS / 1000} s; "stack down" then "stack up" restarts it`,
+      );
+    await server.afterHealthy?.(context);
+    report(server.name, `already running, reused (pid ${existing.pid})`);
+    return 'reused';
+  }
+  if (existing) removeRunRecord(runDir, server.name);
+
+  await assertPortsFree(server.ports, context.ports);
+  const user = serviceUser(server.osUser);
+  await server.prepare(context, user);
+  const startedAt = Date.now();
+  const { record, exited } = await startDetached(server.launch(context), {
+    logFile: logFileOf(context, server.name),
+    runDir,
+    server: server.name,
+    user,
+  });
+  let exitCode: number | null | undefined;
+  void exited.then((code) => {
+    exitCode = code;
+  });
+  const gone = () =>
+    exitCode === undefined ? undefined : `exited while starting (exit ${exitCode ?? 'by a signal'})`;
+  if (!(await waitHealthy(context, server, gone))) {
+    // Ours and useless: stop it rather than leave it holding its ports.
+    await stopRecorded(record, server.stopSignal, STOP_TIMEOUT_MS);
+    removeRunRecord(runDir, server.name);
+    throw startFailure(context, server.name, `did not become healthy within ${HEALTH_TIMEOUT_MS / 1000} s`);
+  }
+  await server.afterHealthy?.(context);
+  report(server.name, `started, healthy in ${seconds(startedAt)} (pid ${record.pid})`);
+  return 'started';
+}
+
+export interface UpResult {
+  /** Servers this call started (not reused): the ones a test run stops again. */
+  started: ServerName[];
+  failures: Error[];
+}
+
+/**
+ * Starts the selected servers: the backing servers in parallel, then the control plane, which
+ * needs them and runs its migrations as it starts. Reuses whatever already runs healthy.
+ */
+export async function up(context: StackContext, servers: readonly ServerDefinition[]): Promise<UpResult> {
+  writeControlPlaneEnv(context.paths.envFile, context.ports, context.secrets);
+  const backing = servers.filter((server) => server.name !== 'control-plane');
+  const phases = [backing, servers.filter((server) => server.name === 'control-plane')];
+  const result: UpResult = { started: [], failures: [] };
+  for (const phase of phases) {
+    const outcomes = await Promise.allSettled(phase.map((server) => ensureRunning(context, server)));
+    outcomes.forEach((outcome, index) => {
+      const name = phase[index]?.name as ServerName;
+      // Every failure names its server, whichever step (port check, prepare, health) failed.
+      if (outcome.status === 'rejected')
+        result.failures.push(new StackError(`${name}: ${(outcome.reason as Error).message}`));
+      else if (outcome.value === 'started') result.started.push(name);
+    });
+    if (result.failures.length > 0) break;
+  }
+  return result;
+}
+
+async function stopServer(context: StackContext, server: ServerDefinition): Promise<void> {
+  const record = readRunRecord(context.paths.runDir, server.name);
+  if (record === undefined) return;
+  // A dead record, or a pid that now belongs to another process, is only cleaned up.
+  const outcome = await stopRecorded(record, server.stopSignal, STOP_TIMEOUT_MS);
+  removeRunRecord(context.paths.runDir, server.name);
+  const messages = {
+    stopped: `stopped (pid ${record.pid})`,
+    killed: `killed after ${STOP_TIMEOUT_MS / 1000} s without stopping (pid ${record.pid})`,
+    'not-running': 'was not running; record removed',
+  } as const;
+  report(server.name, messages[outcome]);
+}
+
+/** Stops the recorded servers: the control plane first, as it depends on the others. */
+export async function down(context: StackContext, servers: readonly ServerDefinition[]): Promise<void> {
+  const controlPlane = servers.filter((server) => server.name === 'control-plane');
+  for (const phase of [controlPlane, servers.filter((server) => server.name !== 'control-plane')])
+    await Promise.all(phase.map((server) => stopServer(context, server)));
+}
+
+export interface ServerStatus {
+  server: ServerName;
+  pid: number | undefined;
+  alive: boolean;
+  healthy: boolean;
+  url: string;
+}
+
+export async function status(
+  context: StackContext,
+  servers: readonly ServerDefinition[],
+): Promise<ServerStatus[]> {
+  return Promise.all(
+    servers.map(async (server) => {
+      const record = readRunRecord(context.paths.runDir, server.name);
+      const alive = record !== undefined && isRecordAlive(record);
+      return {
+        server: server.name,
+        pid: alive ? record?.pid : undefined,
+        alive,
+        healthy: alive && (await server.isHealthy(context)),
+        url: server.url(context),
+      };
+    }),
+  );
+}
+
+export function formatStatus(rows: readonly ServerStatus[]): string {
+  const table = [
+    ['server', 'pid', 'alive', 'healthy', 'url'],
+    ...rows.map((row) => [
+      row.server,
+      row.pid === undefined ? '-' : String(row.pid),
+      row.alive ? 'yes' : 'no',
+      row.alive ? (row.healthy ? 'yes' : 'no') : '-',
+      row.url,
+    ]),
+  ];
+  const widths =
+    table[0]?.map((_, column) => Math.max(...table.map((cells) => cells[column]?.length ?? 0))) ?? [];
+  return table
+    .map((cells) =>
+      cells
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}

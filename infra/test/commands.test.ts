@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { extractProfileOption } from '../src/admin.js';
+import { selectServers } from '../src/servers/index.js';
+import { formatTestSummary, summarizeVitestReport } from '../src/test-command.js';
+
+const names = (servers: readonly { name: string }[]) => servers.map((server) => server.name);
+
+describe('server selection', () => {
+  it('starts the control plane in dev only', () => {
+    expect(names(selectServers('dev', undefined))).toEqual([
+      'postgres',
+      'redis',
+      'ejabberd',
+      'livekit',
+      'minio',
+      'control-plane',
+    ]);
+    expect(names(selectServers('test', undefined))).not.toContain('control-plane');
+  });
+
+  it('takes --only in start order and refuses unknown names', () => {
+    expect(names(selectServers('test', 'minio, postgres'))).toEqual(['postgres', 'minio']);
+    expect(() => selectServers('dev', 'postgres,mysql')).toThrow(/--only takes/);
+  });
+});
+
+describe('admin wrapper', () => {
+  it('takes --profile out of the admin CLI arguments wherever it stands', () => {
+    expect(extractProfileOption(['account', 'list', '--profile', 'test'])).toEqual({
+      profile: 'test',
+      rest: ['account', 'list'],
+    });
+    expect(extractProfileOption(['--profile=test', 'key', 'list', '--app', 'a'])).toEqual({
+      profile: 'test',
+      rest: ['key', 'list', '--app', 'a'],
+    });
+    expect(extractProfileOption(['account', 'list'])).toEqual({
+      profile: undefined,
+      rest: ['account', 'list'],
+    });
+  });
+});
+
+describe('test summary', () => {
+  it('counts from the vitest JSON report, with skipped only when there are any', () => {
+    const report = { numPassedTests: 41, numFailedTests: 2, numPendingTests: 1, numTodoTests: 1 };
+    expect(formatTestSummary(summarizeVitestReport(report))).toBe('tests: 41 passed, 2 failed, 2 skipped');
+    expect(formatTestSummary(summarizeVitestReport({ numPassedTests: 3, numFailedTests: 0 }))).toBe(
+      'tests: 3 passed, 0 failed',
+    );
+  });
+});

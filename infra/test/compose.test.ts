@@ -1,0 +1,258 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+/**
+ * Static checks of compose.yaml, through docker-compose's own parser (`config` validates the file
+ * and interpolates .env values without contacting a Docker engine), plus the cross-file contracts
+ * that only the Docker path has: ejabberd.yml's API allow-list versus the compose network, and the
+ * control plane's settings versus the servers' configs.
+ */
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const composeFile = join(root, 'compose.yaml');
+const exampleEnvFile = join(root, 'infra/compose.env.example');
+const ejabberdConfigFile = join(root, 'infra/compose/ejabberd.yml');
+
+interface PortMapping {
+  target?: number | string;
+  published?: number | string;
+  host_ip?: string;
+  protocol?: string;
+}
+
+interface ComposeService {
+  image?: string;
+  build?: unknown;
+  healthcheck?: { test?: string | string[]; disable?: boolean };
+  ports?: Array<string | PortMapping>;
+  depends_on?: string[] | Record<string, { condition?: string }>;
+  environment?: Record<string, string | null>;
+  networks?: Record<string, unknown> | string[];
+}
+
+interface AddressPool {
+  subnet?: string;
+  ip_range?: string;
+  gateway?: string;
+}
+
+interface ComposeNetwork {
+  internal?: boolean;
+  ipam?: { config?: AddressPool[] };
+}
+
+interface ComposeConfig {
+  services: Record<string, ComposeService>;
+  networks?: Record<string, ComposeNetwork>;
+}
+
+function runCompose(args: readonly string[], envFile: string) {
+  return spawnSync(
+    'docker-compose',
+    ['--project-directory', root, '-f', composeFile, '--env-file', envFile, ...args],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      // Only PATH: compose interpolates from the process environment before the env file, and the
+      // test runner's environment may carry SVC_* settings of a running test stack.
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      timeout: 60_000,
+    },
+  );
+}
+
+const dockerComposeInstalled = spawnSync('docker-compose', ['version'], { encoding: 'utf8' }).status === 0;
+
+/** Each check needs docker-compose; without it the check is reported as skipped, saying why. */
+function composeIt(title: string, check: () => void): void {
+  const shownTitle = dockerComposeInstalled
+    ? title
+    : `${title} (skipped: docker-compose is not installed; apt-get install docker-compose)`;
+  it.skipIf(!dockerComposeInstalled)(shownTitle, check, 60_000);
+}
+
+let rendered: ComposeConfig | undefined;
+/** compose.yaml as docker-compose resolves it with the example env file (parsed once). */
+function renderedConfig(): ComposeConfig {
+  if (!rendered) {
+    const result = runCompose(['config'], exampleEnvFile);
+    expect(result.status, result.stderr).toBe(0);
+    rendered = parse(result.stdout) as ComposeConfig;
+  }
+  return rendered;
+}
+
+function service(name: string): ComposeService {
+  const found = renderedConfig().services[name];
+  if (!found) throw new Error(`compose.yaml has no service ${name}`);
+  return found;
+}
+
+function environment(name: string): Record<string, string> {
+  const env = service(name).environment ?? {};
+  return Object.fromEntries(Object.entries(env).map(([key, value]) => [key, value ?? '']));
+}
+
+/** Container ports a service publishes on the host, e.g. [5280] or [7881, 7882]. */
+function publishedTargets(name: string): number[] {
+  return (service(name).ports ?? []).map((port) => {
+    if (typeof port !== 'string') return Number(port.target);
+    // [host_ip:][published:]target[/protocol]
+    const withoutProtocol = port.split('/')[0] ?? port;
+    return Number(withoutProtocol.split(':').at(-1));
+  });
+}
+
+/** The host address of each published port ('' when it binds all addresses). */
+function publishedHostAddresses(name: string): string[] {
+  return (service(name).ports ?? []).map((port) => {
+    if (typeof port !== 'string') return port.host_ip ?? '';
+    const parts = (port.split('/')[0] ?? port).split(':');
+    return parts.length === 3 ? (parts[0] ?? '') : '';
+  });
+}
+
+/** IPv4 CIDR to [first, last] address as integers. */
+function cidrRange(cidr: string): [number, number] {
+  const [address = '', bits = '32'] = cidr.split('/');
+  const value = address.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+  const size = 2 ** (32 - Number(bits));
+  const first = value - (value % size);
+  return [first, first + size - 1];
+}
+
+function cidrContains(cidr: string, address: string): boolean {
+  const [first, last] = cidrRange(cidr);
+  const [value] = cidrRange(`${address}/32`);
+  return value >= first && value <= last;
+}
+
+describe('compose.yaml', () => {
+  composeIt('validates with infra/compose.env.example (docker-compose config -q)', () => {
+    const result = runCompose(['config', '-q'], exampleEnvFile);
+    expect(result.status, result.stderr).toBe(0);
+  });
+
+  composeIt('refuses to render without the secrets of .env', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'compose-test-'));
+    try {
+      const emptyEnvFile = join(dir, 'empty.env');
+      writeFileSync(emptyEnvFile, '');
+      const result = runCompose(['config', '-q'], emptyEnvFile);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toMatch(/set [A-Z_]+ in \.env/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  composeIt('defines the six services, each with a health check', () => {
+    const services = renderedConfig().services;
+    expect(Object.keys(services).sort()).toEqual(
+      ['control-plane', 'ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
+    );
+    for (const [name, definition] of Object.entries(services)) {
+      expect(definition.healthcheck?.disable, name).not.toBe(true);
+      expect(definition.healthcheck?.test, `${name} has no healthcheck`).toBeTruthy();
+    }
+  });
+
+  composeIt('starts a service only after its dependencies are healthy', () => {
+    for (const [name, definition] of Object.entries(renderedConfig().services)) {
+      const dependsOn = definition.depends_on ?? {};
+      // The short (list) form means "started", not "healthy".
+      expect(Array.isArray(dependsOn), `${name}: depends_on needs conditions`).toBe(false);
+      for (const [dependency, rule] of Object.entries(dependsOn) as Array<[string, { condition?: string }]>) {
+        expect(rule.condition, `${name} -> ${dependency}`).toBe('service_healthy');
+      }
+    }
+    expect(Object.keys(service('control-plane').depends_on ?? {}).sort()).toEqual(
+      ['ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
+    );
+  });
+
+  composeIt('keeps PostgreSQL, Redis, the ejabberd API and the MinIO console off the host', () => {
+    expect(publishedTargets('postgres')).toEqual([]);
+    expect(publishedTargets('redis')).toEqual([]);
+    expect(publishedTargets('ejabberd')).toEqual([5280]);
+    expect(publishedTargets('ejabberd')).not.toContain(5281);
+    expect(publishedTargets('minio')).toEqual([9000]);
+    expect(publishedTargets('minio')).not.toContain(9001);
+    expect(publishedTargets('livekit').sort()).toEqual([7880, 7881, 7882]);
+    expect(publishedTargets('control-plane')).toEqual([8080]);
+    expect(renderedConfig().networks?.data?.internal).toBe(true);
+    expect(service('postgres').networks).toEqual({ data: null });
+    expect(service('redis').networks).toEqual({ data: null });
+  });
+
+  composeIt('publishes the HTTP ports on loopback by default, for a reverse proxy on the host', () => {
+    for (const name of ['control-plane', 'ejabberd', 'minio']) {
+      expect(publishedHostAddresses(name), name).toEqual(['127.0.0.1']);
+    }
+    const livekitPorts = service('livekit').ports ?? [];
+    expect(livekitPorts).toHaveLength(3);
+    // Signalling behind the proxy; media ports open to clients.
+    expect(publishedHostAddresses('livekit')).toEqual(['127.0.0.1', '', '']);
+  });
+
+  composeIt("allows exactly the chat network's container addresses into ejabberd's API", () => {
+    const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
+      hosts: string[];
+      acl: Record<string, { ip?: string[] }>;
+      api_permissions: Record<string, { who?: { acl?: string } }>;
+      modules: { mod_muc: { host: string } };
+    };
+    const pool = renderedConfig().networks?.chat?.ipam?.config?.[0];
+    expect(pool?.ip_range).toBeTruthy();
+    expect(ejabberd.acl.compose_chat_network?.ip).toEqual([pool?.ip_range]);
+    expect(ejabberd.api_permissions['control plane']?.who?.acl).toBe('compose_chat_network');
+    // The gateway is the Docker host (every local process, the published-port proxy): never allowed.
+    expect(cidrContains(pool?.subnet ?? '', pool?.gateway ?? '')).toBe(true);
+    expect(cidrContains(pool?.ip_range ?? '', pool?.gateway ?? '')).toBe(false);
+    expect(service('ejabberd').networks).toEqual({ chat: null });
+
+    const controlPlane = environment('control-plane');
+    expect(ejabberd.hosts).toEqual([controlPlane.SVC_CHAT_DOMAIN]);
+    expect(ejabberd.modules.mod_muc.host).toBe(controlPlane.SVC_CHAT_MUC_DOMAIN);
+  });
+
+  composeIt("gives LiveKit a config whose key, secret and webhook match the control plane's", () => {
+    const livekit = parse(environment('livekit').LIVEKIT_CONFIG ?? '') as {
+      keys: Record<string, string>;
+      webhook: { api_key: string; urls: string[] };
+      rtc: { node_ip?: string; use_external_ip?: boolean };
+    };
+    const controlPlane = environment('control-plane');
+    const apiKey = controlPlane.SVC_LIVEKIT_API_KEY ?? '';
+    expect(livekit.keys[apiKey]).toBe(controlPlane.SVC_LIVEKIT_API_SECRET);
+    expect(Object.keys(livekit.keys)).toContain(livekit.webhook.api_key);
+    expect(livekit.webhook.urls).toEqual(['http://control-plane:8080/internal/livekit/webhook']);
+    expect(livekit.rtc.node_ip).toBeTruthy();
+    expect(livekit.rtc.use_external_ip).toBe(false);
+  });
+
+  composeIt('points the control plane at internal URLs and MinIO at the same S3 region', () => {
+    const controlPlane = environment('control-plane');
+    expect(controlPlane).toMatchObject({
+      SVC_HOST: '0.0.0.0',
+      SVC_PORT: '8080',
+      SVC_EJABBERD_API_URL: 'http://ejabberd:5281/api',
+      SVC_LIVEKIT_URL: 'http://livekit:7880',
+      SVC_S3_ENDPOINT: 'http://minio:9000',
+    });
+    expect(controlPlane.SVC_DATABASE_URL).toMatch(/^postgres:\/\/svc:[^@]+@postgres:5432\/svc$/);
+    expect(controlPlane.SVC_REDIS_URL).toMatch(/^redis:\/\/:[^@]+@redis:6379\/0$/);
+    expect(controlPlane.SVC_INTERNAL_SECRET?.length).toBeGreaterThanOrEqual(32);
+    expect(controlPlane.SVC_LIVEKIT_API_SECRET?.length).toBeGreaterThanOrEqual(32);
+    const minio = environment('minio');
+    expect(minio.MINIO_SITE_REGION).toBe(controlPlane.SVC_S3_REGION);
+    expect(minio.MINIO_ROOT_USER).toBe(controlPlane.SVC_S3_ACCESS_KEY);
+    expect(minio.MINIO_ROOT_PASSWORD).toBe(controlPlane.SVC_S3_SECRET_KEY);
+    expect(minio.MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY).toBe(controlPlane.SVC_INTERNAL_SECRET);
+  });
+});

@@ -1,0 +1,145 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  controlPlaneSettings,
+  formatEnvFile,
+  loadProfileEnv,
+  parseEnvFile,
+  writeControlPlaneEnv,
+} from '../src/env-file.js';
+import { portMap } from '../src/ports.js';
+import type { StackSecrets } from '../src/secrets.js';
+import { renderEjabberdConfig } from '../src/servers/ejabberd.js';
+import { renderLivekitConfig } from '../src/servers/livekit.js';
+import { renderRedisConfig } from '../src/servers/redis.js';
+import { renderTemplate } from '../src/template.js';
+
+const ports = portMap(48000);
+const secrets: StackSecrets = {
+  postgresSuperuserPassword: 'pgsuper0000000000000000000000000',
+  postgresPassword: 'pgsvc00000000000000000000000000',
+  redisPassword: 'redis000000000000000000000000000',
+  internalSecret: 'internal0000000000000000000000000000000000000000',
+  livekitApiKey: 'APIkey000000000',
+  livekitApiSecret: 'lksecret0000000000000000000000000000000000000000',
+  minioRootUser: 'minio000000000000000',
+  minioRootPassword: 'miniopw000000000000000000000000000000000',
+};
+
+describe('renderTemplate', () => {
+  it('fills every placeholder', () => {
+    expect(renderTemplate('port: {{port}}\nhost: {{ host }}', { port: 1, host: 'a' })).toBe(
+      'port: 1\nhost: a',
+    );
+  });
+
+  it('refuses a placeholder without a value and a value without a placeholder', () => {
+    expect(() => renderTemplate('{{port}} {{host}}', { port: 1 })).toThrow(/missing host/);
+    expect(() => renderTemplate('{{port}}', { port: 1, host: 'a' })).toThrow(/unused host/);
+  });
+});
+
+describe('ejabberd config', () => {
+  const config = renderEjabberdConfig(ports);
+
+  it('puts the WebSocket and the API on their own loopback listeners', () => {
+    expect(config).toMatch(
+      /- port: 48003\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/ws: ejabberd_http_ws\}/,
+    );
+    expect(config).toMatch(
+      /- port: 48004\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/api: mod_http_api\}/,
+    );
+    expect(config).toMatch(/who: \{ip: 127\.0\.0\.1\/8\}/);
+  });
+
+  it('serves chat.local with rooms on conference.chat.local that only the system account creates', () => {
+    expect(config).toContain('hosts: [chat.local]');
+    expect(config).toContain('host: conference.chat.local');
+    expect(config).toContain('system_accounts: {user: [system@chat.local]}');
+    expect(config).toContain('access_create: muc_create');
+    expect(config).toContain('auth_use_cache: false');
+    expect(config).not.toContain('{{');
+  });
+});
+
+describe('LiveKit config', () => {
+  const config = renderLivekitConfig(ports, secrets);
+
+  it('binds signalling to loopback on the profile ports', () => {
+    expect(config).toContain('port: 48005\n');
+    expect(config).toContain('bind_addresses: [127.0.0.1]');
+    expect(config).toContain('tcp_port: 48006');
+    expect(config).toContain('udp_port: 48007');
+  });
+
+  it('signs webhooks to the control plane with the generated key', () => {
+    expect(config).toContain(`${secrets.livekitApiKey}: ${secrets.livekitApiSecret}`);
+    expect(config).toContain(`api_key: ${secrets.livekitApiKey}`);
+    expect(config).toContain('urls: [http://127.0.0.1:48000/internal/livekit/webhook]');
+    expect(config).not.toContain('{{');
+  });
+});
+
+describe('Redis config', () => {
+  it('listens on loopback with a password and an append-only file in its data dir', () => {
+    const config = renderRedisConfig(ports, secrets.redisPassword, '/state/data/redis');
+    expect(config.split('\n')).toEqual(
+      expect.arrayContaining([
+        'bind 127.0.0.1',
+        'port 48002',
+        `requirepass ${secrets.redisPassword}`,
+        'dir "/state/data/redis"',
+        'appendonly yes',
+        'daemonize no',
+      ]),
+    );
+  });
+});
+
+describe('control-plane settings', () => {
+  const settings = controlPlaneSettings(ports, secrets);
+
+  it('are exactly the control plane configuration contract', () => {
+    expect(settings).toEqual({
+      SVC_HOST: '127.0.0.1',
+      SVC_PORT: '48000',
+      SVC_PUBLIC_URL: 'http://127.0.0.1:48000',
+      SVC_LOG_LEVEL: 'info',
+      SVC_DATABASE_URL: `postgres://svc:${secrets.postgresPassword}@127.0.0.1:48001/svc`,
+      SVC_REDIS_URL: `redis://:${secrets.redisPassword}@127.0.0.1:48002/0`,
+      SVC_INTERNAL_SECRET: secrets.internalSecret,
+      SVC_EJABBERD_API_URL: 'http://127.0.0.1:48004/api',
+      SVC_CHAT_WS_URL: 'ws://127.0.0.1:48003/ws',
+      SVC_CHAT_DOMAIN: 'chat.local',
+      SVC_CHAT_MUC_DOMAIN: 'conference.chat.local',
+      SVC_LIVEKIT_URL: 'http://127.0.0.1:48005',
+      SVC_LIVEKIT_PUBLIC_URL: 'ws://127.0.0.1:48005',
+      SVC_LIVEKIT_API_KEY: secrets.livekitApiKey,
+      SVC_LIVEKIT_API_SECRET: secrets.livekitApiSecret,
+      SVC_S3_ENDPOINT: 'http://127.0.0.1:48008',
+      SVC_S3_PUBLIC_ENDPOINT: 'http://127.0.0.1:48008',
+      SVC_S3_REGION: 'us-east-1',
+      SVC_S3_ACCESS_KEY: secrets.minioRootUser,
+      SVC_S3_SECRET_KEY: secrets.minioRootPassword,
+      SVC_S3_BUCKET: 'svc-objects',
+    });
+  });
+
+  it('survive the env file round trip', () => {
+    expect(parseEnvFile(formatEnvFile(settings))).toEqual(settings);
+  });
+
+  it('are loaded back from a profile env file', () => {
+    const root = mkdtempSync(join(tmpdir(), 'stack-env-'));
+    try {
+      mkdirSync(join(root, '.stack', 'test'), { recursive: true });
+      writeControlPlaneEnv(join(root, '.stack', 'test', 'control-plane.env'), ports, secrets);
+      expect(loadProfileEnv('test', root)).toEqual(settings);
+      expect(() => loadProfileEnv('dev', root)).toThrow(/start the dev stack first/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
