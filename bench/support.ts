@@ -1,0 +1,37 @@
+import { loadProfileEnv } from '../infra/src/env-file.js';
+
+/** Benchmarks run against the test stack: `npm run stack -- up --profile test` first. */
+export function useTestStackSettings(): void {
+  Object.assign(process.env, loadProfileEnv('test'), { SVC_LOG_LEVEL: 'silent' });
+}
+
+/** Runs `task` `total` times with `concurrency` in flight; returns each run's latency in ms. */
+export async function runConcurrently(
+  total: number,
+  concurrency: number,
+  task: () => Promise<void>,
+): Promise<number[]> {
+  const latencies: number[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      next += 1;
+      const started = performance.now();
+      await task();
+      latencies.push(performance.now() - started);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return latencies;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+/** One line of figures: throughput and latency percentiles. */
+export function report(label: string, latencies: number[], elapsedMs: number): string {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const perSecond = (latencies.length / elapsedMs) * 1000;
+  return `${label}: ${latencies.length} calls in ${(elapsedMs / 1000).toFixed(2)} s = ${perSecond.toFixed(0)}/s, p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms`;
+}
