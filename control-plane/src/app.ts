@@ -6,10 +6,13 @@ import type { Container } from './container.js';
 import { requireSecretKey } from './http/auth.js';
 import { setCostHeader } from './http/context.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { requireInternalSecret } from './http/internal-auth.js';
 import { meterReadBandwidth } from './http/metering.js';
 import { registerMetrics } from './http/metrics.js';
 import { billingRoutes } from './modules/billing/routes.js';
+import { chatCallbackRoutes, chatRoutes } from './modules/chat/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
+import { realtimeRoutes } from './modules/realtime/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
 export const API_VERSION = '1.1.0';
@@ -80,12 +83,19 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   });
 
   await app.register(systemRoutes, { probes: container.probes, metrics });
+  // The servers' callbacks, authenticated with the internal secret.
+  await app.register(async (internal) => {
+    requireInternalSecret(internal, container.settings.SVC_INTERNAL_SECRET);
+    await internal.register(chatCallbackRoutes, { chat: container.chat });
+  });
   // The keyed scope: every route registered inside passes the shared key pipeline first.
   await app.register(async (keyed) => {
     requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
     meterReadBandwidth(keyed, container.billing);
     await keyed.register(pricingRoutes, { pricing: container.pricing });
     await keyed.register(billingRoutes, { billing: container.billing });
+    await keyed.register(realtimeRoutes, { realtime: container.realtime });
+    await keyed.register(chatRoutes, { chat: container.chat });
     for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
   });
   return app;

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type DatabasePool, sql } from 'slonik';
+import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createRedis } from './adapters/redis.js';
 import type { Settings } from './config/schema.js';
@@ -8,11 +9,13 @@ import { createRequestLimits, type RequestLimits } from './http/limits.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
+import { type ChatService, createChatService } from './modules/chat/service.js';
 import {
   createPricingService,
   type PricingService,
   parseConfiguredPricing,
 } from './modules/pricing/service.js';
+import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container {
@@ -23,6 +26,9 @@ export interface Container {
   accounts: AccountsService;
   pricing: PricingService;
   billing: BillingService;
+  ejabberd: EjabberdClient;
+  realtime: RealtimeService;
+  chat: ChatService;
   limits: RequestLimits;
   probes: Record<string, Probe>;
   close(): Promise<void>;
@@ -39,14 +45,44 @@ export async function createContainer(
   const redis = createRedis(settings.SVC_REDIS_URL);
   const { configured } = parseConfiguredPricing(settings.SVC_PRICES, settings.SVC_FREE_ALLOWANCES);
   const pricing = createPricingService({ pool, clock, configured });
+  const accounts = createAccountsService({ pool, clock });
+  const billing = createBillingService({ pool, clock, pricing });
+  const ejabberd = createEjabberdClient({
+    apiUrl: settings.SVC_EJABBERD_API_URL,
+    chatDomain: settings.SVC_CHAT_DOMAIN,
+    mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
+  });
+  const realtime = createRealtimeService({
+    pool,
+    clock,
+    accounts,
+    ejabberd,
+    chatDomain: settings.SVC_CHAT_DOMAIN,
+  });
+  const chat = createChatService({
+    pool,
+    redis,
+    clock,
+    ejabberd,
+    realtime,
+    billing,
+    settings: {
+      chatDomain: settings.SVC_CHAT_DOMAIN,
+      mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
+      wsUrl: settings.SVC_CHAT_WS_URL,
+    },
+  });
   return {
     settings,
     clock,
     pool,
     redis,
-    accounts: createAccountsService({ pool, clock }),
+    accounts,
     pricing,
-    billing: createBillingService({ pool, clock, pricing }),
+    billing,
+    ejabberd,
+    realtime,
+    chat,
     limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {

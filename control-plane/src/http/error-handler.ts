@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { EjabberdError } from '../adapters/ejabberd.js';
 import { InsufficientBalanceError } from '../modules/billing/service.js';
 import { ApiError, errors, type FieldError } from './errors.js';
 
@@ -44,6 +45,12 @@ function uniqueFields(fields: FieldError[]): FieldError[] {
 export function toApiError(error: FastifyError | ApiError | Error, requestId: string): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof InsufficientBalanceError) return errors.paymentRequired(error.message);
+  if (error instanceof EjabberdError) {
+    return new ApiError(
+      'service_unavailable',
+      'The chat server did not answer as expected; try again shortly',
+    );
+  }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
     const context = (fastifyError.validationContext ?? 'body') as ValidationContext;

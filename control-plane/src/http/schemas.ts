@@ -1,11 +1,21 @@
 import { Type } from '@sinclair/typebox';
-import { ERROR_TYPES } from './errors.js';
+import { ERROR_TYPES, type ErrorType } from './errors.js';
+
+/** A union of string literals that keeps its literal types (a plain map widens them away). */
+export function literalUnion<T extends string>(values: readonly T[], options: { description?: string } = {}) {
+  return Type.Unsafe<T>(
+    Type.Union(
+      values.map((value) => Type.Literal(value)),
+      options,
+    ),
+  );
+}
 
 /** The spec's error body, shared by every response schema. */
 export const ErrorBody = Type.Object(
   {
     error: Type.Object({
-      type: Type.Union(Object.keys(ERROR_TYPES).map((type) => Type.Literal(type))),
+      type: literalUnion(Object.keys(ERROR_TYPES) as ErrorType[]),
       message: Type.String(),
       code: Type.Optional(Type.String({ description: 'PAYMENT_REQUIRED on 402' })),
       fields: Type.Optional(

@@ -1,4 +1,4 @@
-import type { DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import type { Clock } from '../../lib/clock.js';
 import { newId } from '../../lib/random.js';
 import { digestsEqual, newSecret, secretHint, sha256 } from '../../lib/secrets.js';
@@ -30,8 +30,8 @@ export function dailyRequestCap(plan: Plan, customCap: number | null): number {
 export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }) {
   const store = accountsStore(deps.pool);
 
-  async function requireApp(appId: string) {
-    const app = await store.findApp(appId);
+  async function requireApp(appId: string, db: CommonQueryMethods = deps.pool) {
+    const app = await accountsStore(db).findApp(appId);
     if (!app) throw new AccountsError(`no app ${appId}`);
     return app;
   }
@@ -76,14 +76,13 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
     listApps: (accountId: string) => store.listApps(accountId),
 
     /** Creates a key and returns its token: the only time a secret token exists outside the caller's hands. */
-    createKey: async (input: {
-      appId: string;
-      kind: KeyKind;
-      mode: KeyMode;
-    }): Promise<{ key: KeyRow; token: string }> => {
-      await requireApp(input.appId);
+    createKey: async (
+      input: { appId: string; kind: KeyKind; mode: KeyMode },
+      db: CommonQueryMethods = deps.pool,
+    ): Promise<{ key: KeyRow; token: string }> => {
+      await requireApp(input.appId, db);
       const token = newSecret(KEY_PREFIX[input.kind][input.mode]);
-      const key = await store.insertKey({
+      const key = await accountsStore(db).insertKey({
         id: newId('key'),
         appId: input.appId,
         kind: input.kind,

@@ -25,10 +25,9 @@ export class InsufficientBalanceError extends Error {
   constructor(
     readonly neededMicros: number,
     readonly balanceMicros: number | null,
+    message = `Your prepaid balance cannot pay for this call (it costs ${formatUsd(neededMicros)} USD); top up to continue`,
   ) {
-    super(
-      `Your prepaid balance cannot pay for this call (it costs ${formatUsd(neededMicros)} USD); top up to continue`,
-    );
+    super(message);
   }
 }
 
@@ -181,6 +180,19 @@ export function createBillingService(deps: { pool: DatabasePool; clock: Clock; p
         const costMicros = await meterIn(tx, payer, usages, { table, bestEffort: false });
         return { result, costMicros };
       });
+    },
+
+    /** Live credentials are minted only while the balance is not empty (spec: 402 on an empty balance). */
+    requireLiveBalance: async (payer: Payer, what: string): Promise<void> => {
+      if (payer.mode !== 'live') return;
+      const balance = await billingStore(deps.pool).readBalance(payer.accountId);
+      if ((balance ?? 0) <= 0) {
+        throw new InsufficientBalanceError(
+          0,
+          balance,
+          `The prepaid balance is empty: top up to mint ${what} with a live key`,
+        );
+      }
     },
 
     /** Usage known only after the work (bandwidth of a read): charged as far as the balance goes. */

@@ -1,0 +1,89 @@
+/** A command of ejabberd's HTTP API that did not succeed. */
+export class EjabberdError extends Error {
+  override name = 'EjabberdError';
+  constructor(
+    readonly command: string,
+    readonly status: number,
+    readonly detail: string,
+  ) {
+    super(`ejabberd ${command} failed (${status}): ${detail}`);
+  }
+}
+
+export interface RoomOptions {
+  maxUsers: number;
+  archived: boolean;
+}
+
+/**
+ * The control plane's only client of ejabberd: mod_http_api on the internal network, authorized by
+ * source address (ejabberd's api_permissions), so no credential travels with the calls.
+ */
+export function createEjabberdClient(options: { apiUrl: string; chatDomain: string; mucDomain: string }) {
+  const base = options.apiUrl.replace(/\/$/, '');
+
+  async function call(command: string, body: Record<string, unknown>): Promise<unknown> {
+    const response = await fetch(`${base}/${command}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(5_000),
+    });
+    const text = await response.text();
+    if (response.status !== 200) throw new EjabberdError(command, response.status, text.slice(0, 200));
+    return text === '' ? null : JSON.parse(text);
+  }
+
+  /** Room options as mod_muc_admin takes them: strings, booleans as "true"/"false". */
+  const roomOptions = (room: RoomOptions) => [
+    { name: 'max_users', value: String(room.maxUsers) },
+    { name: 'mam', value: String(room.archived) },
+  ];
+
+  return {
+    /** Creates the room, or brings an existing one to these options. */
+    ensureRoom: async (name: string, room: RoomOptions): Promise<'created' | 'updated'> => {
+      try {
+        await call('create_room_with_opts', {
+          name,
+          service: options.mucDomain,
+          host: options.chatDomain,
+          options: [
+            ...roomOptions(room),
+            { name: 'persistent', value: 'true' },
+            { name: 'public', value: 'false' },
+            { name: 'public_list', value: 'false' },
+            { name: 'allow_user_invites', value: 'false' },
+          ],
+        });
+        return 'created';
+      } catch (error) {
+        if (!(error instanceof EjabberdError && /already exists/i.test(error.detail))) throw error;
+      }
+      for (const option of roomOptions(room)) {
+        await call('change_room_option', {
+          name,
+          service: options.mucDomain,
+          option: option.name,
+          value: option.value,
+        });
+      }
+      return 'updated';
+    },
+
+    /** Closes every open session of a user; returns how many there were. */
+    kickUser: async (user: string): Promise<number> => {
+      const result = (await call('kick_user', { user, host: options.chatDomain })) as
+        | { num_resources?: number }
+        | number;
+      return typeof result === 'number' ? result : (result?.num_resources ?? 0);
+    },
+
+    /** Tells mod_svc_scope whether to archive the one-to-one and room messages of an app's prefix. */
+    setArchiving: async (prefix: string, enabled: boolean): Promise<void> => {
+      await call('svc_set_archiving', { prefix, enabled: enabled ? 1 : 0 });
+    },
+  };
+}
+
+export type EjabberdClient = ReturnType<typeof createEjabberdClient>;

@@ -1,0 +1,90 @@
+import { Type } from '@sinclair/typebox';
+
+/**
+ * Chat user ids and room names become part of a JID local part, which ejabberd folds to lowercase
+ * and in which `@`, `/`, `:` and spaces are not allowed. They are refused rather than escaped
+ * (XEP-0106), so the id a client sees in a JID is exactly the app's own id.
+ */
+export const CHAT_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
+const chatName = (description: string) =>
+  Type.String({
+    pattern: CHAT_NAME_PATTERN,
+    description: `${description}: 1-64 of lowercase letters, digits, '.', '_' and '-', starting with a letter or digit`,
+  });
+
+export const MIN_CHAT_TTL = 60;
+export const MAX_CHAT_TTL = 86_400;
+export const DEFAULT_CHAT_TTL = 21_600;
+
+export const ChatTokenRequest = Type.Object(
+  {
+    user_id: chatName('Your user id'),
+    name: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 64, description: 'Room nickname; default the user id' }),
+    ),
+    ttl_seconds: Type.Integer({ minimum: MIN_CHAT_TTL, maximum: MAX_CHAT_TTL, default: DEFAULT_CHAT_TTL }),
+  },
+  { additionalProperties: false },
+);
+
+export const ChatCredential = Type.Object(
+  {
+    jid: Type.String({ description: '<user>@<domain>' }),
+    user: Type.String({ description: 'The JID local part: the app’s prefix, a dot, then user_id' }),
+    domain: Type.String(),
+    password: Type.String({
+      description: 'Use with SASL PLAIN over the WebSocket; replaced by the next credential',
+    }),
+    ws: Type.String({ description: 'XMPP over WebSocket (RFC 7395) URL' }),
+    muc: Type.String({ description: 'Multi-user chat service domain' }),
+    room_prefix: Type.String({ description: 'Every room address of the app starts with it' }),
+    nickname: Type.String(),
+    mam: Type.Boolean({ description: 'Whether messages are archived (XEP-0313, urn:xmpp:mam:2)' }),
+    expires_at: Type.String({ format: 'date-time' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ChatUserParams = Type.Object(
+  { user_id: chatName('Your user id') },
+  { additionalProperties: false },
+);
+
+export const RevokeResponse = Type.Object(
+  {
+    user_id: Type.String(),
+    jid: Type.String(),
+    revoked: Type.Boolean({
+      description: 'Whether a live credential existed (the call succeeds either way)',
+    }),
+    sessions_closed: Type.Integer({ description: 'Open sessions of the user that were disconnected' }),
+  },
+  { additionalProperties: false },
+);
+
+export const RoomRequest = Type.Object({ room: chatName('Your room name') }, { additionalProperties: false });
+
+export const RoomResponse = Type.Object(
+  {
+    room: Type.String({
+      description: 'The full room address, <room_prefix><room>@<muc domain>: use it as given',
+    }),
+    name: Type.String({ description: 'Your room name' }),
+    max_occupants: Type.Integer({ description: 'The app’s max_room_size' }),
+    mam: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+
+/** ejabberd's question, relayed by the external-auth bridge. */
+export const AuthCallbackRequest = Type.Object(
+  {
+    op: Type.Union([Type.Literal('auth'), Type.Literal('isuser')]),
+    user: Type.String({ maxLength: 1023 }),
+    server: Type.String({ maxLength: 1023 }),
+    password: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+
+export const AuthCallbackResponse = Type.Object({ ok: Type.Boolean() }, { additionalProperties: false });

@@ -1,0 +1,237 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, token: string, payload?: object) =>
+  ctx.app.inject({
+    method,
+    url,
+    headers: { authorization: `Bearer ${token}` },
+    remoteAddress: uniqueAddress(),
+    ...(payload ? { payload } : {}),
+  });
+
+/** ejabberd's question as the external-auth bridge sends it. */
+const ask = (body: object, secret = ctx.container.settings.SVC_INTERNAL_SECRET) =>
+  ctx.app.inject({
+    method: 'POST',
+    url: '/internal/ejabberd/auth',
+    headers: { authorization: `Bearer ${secret}` },
+    payload: body,
+  });
+
+const login = async (user: string, password: string) =>
+  (await ask({ op: 'auth', user, server: 'chat.local', password })).json().ok as boolean;
+
+describe('POST /v1/realtime/chat/tokens', () => {
+  it('mints a credential scoped to the app', async () => {
+    ctx.clock.set('2026-04-01T10:00:00Z');
+    const { token } = await createCustomer(ctx.container);
+    const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana-1', name: 'Ana' });
+    expect(response.statusCode).toBe(200);
+    const credential = response.json();
+    const prefix = credential.room_prefix.slice(0, -1);
+    expect(prefix).toMatch(/^[a-z0-9]{10}$/);
+    expect(credential).toEqual({
+      jid: `${prefix}.ana-1@chat.local`,
+      user: `${prefix}.ana-1`,
+      domain: 'chat.local',
+      password: expect.stringMatching(/^[0-9A-Za-z]{32}$/),
+      ws: ctx.container.settings.SVC_CHAT_WS_URL,
+      muc: 'conference.chat.local',
+      room_prefix: `${prefix}.`,
+      nickname: 'Ana',
+      mam: false,
+      expires_at: '2026-04-01T16:00:00.000Z',
+    });
+    expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+    ctx.clock.set(new Date());
+  });
+
+  it('takes ttl_seconds from 60 to 86,400', async () => {
+    const { token } = await createCustomer(ctx.container);
+    for (const ttl of [60, 86_400]) {
+      expect(
+        (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'u', ttl_seconds: ttl }))
+          .statusCode,
+      ).toBe(200);
+    }
+    for (const [ttl, message] of [
+      [59, 'must be >= 60'],
+      [86_401, 'must be <= 86400'],
+    ] as const) {
+      const response = await call('POST', '/v1/realtime/chat/tokens', token, {
+        user_id: 'u',
+        ttl_seconds: ttl,
+      });
+      expect(response.statusCode).toBe(422);
+      expect(response.json().error.fields).toEqual([{ in: 'body', field: 'ttl_seconds', message }]);
+    }
+  });
+
+  it.each([
+    ['missing', undefined],
+    ['empty', ''],
+    ['upper case (JIDs fold case)', 'Ana'],
+    ['with @', 'ana@example.com'],
+    ['with a slash', 'a/b'],
+    ['with a space', 'a b'],
+    ['65 characters', 'a'.repeat(65)],
+    ['starting with a dot', '.ana'],
+  ])('refuses a user_id %s with 422', async (_case, userId) => {
+    const { token } = await createCustomer(ctx.container);
+    const response = await call(
+      'POST',
+      '/v1/realtime/chat/tokens',
+      token,
+      userId === undefined ? {} : { user_id: userId },
+    );
+    expect(response.statusCode).toBe(422);
+    expect(response.json().error.fields[0]).toMatchObject({ in: 'body', field: 'user_id' });
+  });
+
+  it('accepts a 64-character user_id and a 64-character name, not 65', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const ok = await call('POST', '/v1/realtime/chat/tokens', token, {
+      user_id: 'b'.repeat(64),
+      name: 'n'.repeat(64),
+    });
+    expect(ok.statusCode).toBe(200);
+    const long = await call('POST', '/v1/realtime/chat/tokens', token, {
+      user_id: 'b',
+      name: 'n'.repeat(65),
+    });
+    expect(long.json().error.fields).toEqual([
+      { in: 'body', field: 'name', message: 'must NOT have more than 64 characters' },
+    ]);
+  });
+
+  it('answers 402 to a live key on an empty balance, and 403 when chat is switched off', async () => {
+    const live = await createCustomer(ctx.container, { mode: 'live' });
+    const refused = await call('POST', '/v1/realtime/chat/tokens', live.token, { user_id: 'u' });
+    expect(refused.statusCode).toBe(402);
+    expect(refused.json().error.code).toBe('PAYMENT_REQUIRED');
+    await ctx.container.billing.topUp({ accountId: live.account.id, amountMicros: 1, reference: 'r' });
+    expect((await call('POST', '/v1/realtime/chat/tokens', live.token, { user_id: 'u' })).statusCode).toBe(
+      200,
+    );
+
+    await call('PATCH', '/v1/realtime/app', live.token, { products: ['live', 'calls'] });
+    const off = await call('POST', '/v1/realtime/chat/tokens', live.token, { user_id: 'u' });
+    expect(off.statusCode).toBe(403);
+    expect(off.json().error).toMatchObject({ type: 'permission_error', code: 'PRODUCT_DISABLED' });
+    expect((await call('POST', '/v1/realtime/chat/rooms', live.token, { room: 'r' })).statusCode).toBe(403);
+  });
+});
+
+describe('the login callback', () => {
+  it('refuses a caller without the internal secret', async () => {
+    expect((await ask({ op: 'isuser', user: 'x.y', server: 'chat.local' }, 'wrong')).statusCode).toBe(401);
+    const none = await ctx.app.inject({
+      method: 'POST',
+      url: '/internal/ejabberd/auth',
+      payload: { op: 'isuser' },
+    });
+    expect(none.statusCode).toBe(401);
+  });
+
+  it('accepts the current password only: a replaced one, a revoked one and an expired one are refused', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const mint = async (ttl = 3_600) =>
+      (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'bo', ttl_seconds: ttl })).json();
+    const first = await mint();
+    expect(await login(first.user, first.password)).toBe(true);
+    expect(await login(first.user, `${first.password}x`)).toBe(false);
+    expect(await login(first.user.toUpperCase(), first.password)).toBe(true);
+
+    const second = await mint();
+    expect(await login(first.user, first.password)).toBe(false);
+    expect(await login(second.user, second.password)).toBe(true);
+
+    const revoked = await call('DELETE', '/v1/realtime/chat/tokens/bo', token);
+    expect(revoked.statusCode).toBe(200);
+    expect(revoked.json()).toEqual({ user_id: 'bo', jid: second.jid, revoked: true, sessions_closed: 0 });
+    expect(await login(second.user, second.password)).toBe(false);
+    expect((await call('DELETE', '/v1/realtime/chat/tokens/bo', token)).json().revoked).toBe(false);
+
+    const third = await mint(60);
+    expect(await login(third.user, third.password)).toBe(true);
+    ctx.clock.advance(60_000);
+    expect(await login(third.user, third.password)).toBe(false);
+    ctx.clock.set(new Date());
+  });
+
+  it('answers isuser for users given a credential, and nothing for other domains', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const credential = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'cy' })).json();
+    const isUser = async (user: string, server = 'chat.local') =>
+      (await ask({ op: 'isuser', user, server })).json().ok as boolean;
+    expect(await isUser(credential.user)).toBe(true);
+    expect(await isUser(`${credential.room_prefix}nobody`)).toBe(false);
+    expect(await isUser('nodot')).toBe(false);
+    expect(await isUser(credential.user, 'bench.local')).toBe(false);
+    expect(
+      (
+        await ask({ op: 'auth', user: credential.user, server: 'other', password: credential.password })
+      ).json().ok,
+    ).toBe(false);
+  });
+
+  it('counts one monthly active user per user per month, however often they log in', async () => {
+    ctx.clock.set('2026-05-20T08:00:00Z');
+    const { token, account } = await createCustomer(ctx.container);
+    const ana = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana' })).json();
+    const bo = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'bo' })).json();
+    for (let i = 0; i < 5; i += 1) expect(await login(ana.user, ana.password)).toBe(true);
+    expect(await login(bo.user, bo.password)).toBe(true);
+    const usage = await ctx.container.billing.usageReport(account.id, 'test', 1);
+    expect(usage.usage).toEqual([
+      expect.objectContaining({ product: 'chat', metric: 'monthly_active_users', quantity: 2 }),
+    ]);
+    ctx.clock.set(new Date());
+  });
+
+  it('refuses a new user of a live app whose balance cannot pay, once the free users are used', async () => {
+    const priced = await startTestApp({ settings: { SVC_FREE_ALLOWANCES: 'chat.monthly_active_users=1' } });
+    try {
+      const live = await createCustomer(priced.container, { mode: 'live', balanceMicros: 1 });
+      const mint = async (userId: string) =>
+        (
+          await priced.app.inject({
+            method: 'POST',
+            url: '/v1/realtime/chat/tokens',
+            headers: { authorization: `Bearer ${live.token}` },
+            payload: { user_id: userId },
+          })
+        ).json();
+      const auth = async (credential: { user: string; password: string }) =>
+        (
+          await priced.app.inject({
+            method: 'POST',
+            url: '/internal/ejabberd/auth',
+            headers: { authorization: `Bearer ${priced.container.settings.SVC_INTERNAL_SECRET}` },
+            payload: {
+              op: 'auth',
+              user: credential.user,
+              server: 'chat.local',
+              password: credential.password,
+            },
+          })
+        ).json().ok;
+      const first = await mint('first');
+      const second = await mint('second');
+      expect(await auth(first)).toBe(true);
+      expect(await auth(second)).toBe(false);
+      expect(await auth(first)).toBe(true);
+    } finally {
+      await priced.close();
+    }
+  });
+});
