@@ -2,8 +2,8 @@
 #
 # Debian 12's own ejabberd package (23.01, Erlang/OTP 25), the same build the native runner uses,
 # rather than upstream's Alpine image: one server version, one set of behaviours to test against.
-# Node.js is installed for the external-auth bridge that a later change runs inside this container
-# (note: Debian 12's nodejs is 18.x, not the control plane's 20).
+# Node.js runs the external-auth bridge (ejabberd/extauth-bridge.mjs; Debian 12's nodejs is 18.x,
+# which the bridge supports), and erlc compiles the app-scoping module (ejabberd/mod_svc_scope.erl).
 FROM debian:bookworm-slim
 
 # Package scripts must not try to start the distro's ejabberd service during the build (Debian's
@@ -36,6 +36,31 @@ RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d \
 COPY infra/compose/ejabberd.yml /etc/ejabberd/ejabberd.yml
 RUN chown root:ejabberd /etc/ejabberd/ejabberd.yml && chmod 0640 /etc/ejabberd/ejabberd.yml
 
+# mod_svc_scope, compiled against this image's own ejabberd and xmpp headers, and the auth bridge.
+# Neither dir is named ejabberd*: OTP would take a code path dir of that name for ejabberd's lib dir.
+COPY ejabberd/mod_svc_scope.erl /tmp/mod_svc_scope.erl
+COPY ejabberd/extauth-bridge.mjs ejabberd/extauth-protocol.mjs /usr/local/lib/svc-extauth/
+RUN install -d /usr/local/lib/mod_svc_scope/ebin \
+    && erlc -pa /usr/lib/ejabberd-erl-libs/ejabberd-23.01/ebin \
+        -I /usr/lib/ejabberd-erl-libs/ejabberd-23.01/include \
+        -I "$(echo /usr/lib/erlang/lib/p1_xmpp-*/include)" \
+        -o /usr/local/lib/mod_svc_scope/ebin /tmp/mod_svc_scope.erl \
+    && rm /tmp/mod_svc_scope.erl
+
+# The container's start: the bridge takes a config file (as on the native path), so this writes one
+# from the environment that compose.yaml passes (EXTAUTH_URL, EXTAUTH_SECRET), readable by ejabberd
+# only, then starts the CMD without the secret in its environment.
+RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-extauth \
+    && printf '%s\n' \
+        '#!/bin/sh' \
+        'set -eu' \
+        ': "${EXTAUTH_URL:?set EXTAUTH_URL}" "${EXTAUTH_SECRET:?set EXTAUTH_SECRET}"' \
+        'umask 077' \
+        'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ url: process.env.EXTAUTH_URL, secret: process.env.EXTAUTH_SECRET }))" /run/svc-extauth/extauth.json' \
+        'exec env -u EXTAUTH_SECRET "$@"' \
+        > /usr/local/bin/svc-ejabberd-start \
+    && chmod 0755 /usr/local/bin/svc-ejabberd-start
+
 # The same environment Debian's ejabberdctl builds before it starts the VM. Paths are Debian's
 # defaults, so `docker compose exec ejabberd ejabberdctl <command>` finds this node unchanged.
 ENV EJABBERD_CONFIG_PATH=/etc/ejabberd/ejabberd.yml \
@@ -61,13 +86,15 @@ USER ejabberd
 EXPOSE 5280 5281
 
 # `erl` is started directly, not through `ejabberdctl foreground`: that script keeps a shell as the
-# parent of the VM, which would swallow `docker stop`'s SIGTERM. Here erl execs into beam.smp, which
-# answers SIGTERM with a clean init:stop (exit 0 in about a second). tini is PID 1: it forwards
-# signals and reaps the helper processes the VM spawns (epmd, the auth bridge, inet_gethost).
-ENTRYPOINT ["/usr/bin/tini", "--"]
+# parent of the VM, which would swallow `docker stop`'s SIGTERM. Here the start script execs erl, and
+# erl execs into beam.smp, which answers SIGTERM with a clean init:stop (exit 0 in about a second).
+# tini is PID 1: it forwards signals and reaps the helper processes the VM spawns (epmd, the auth
+# bridge, inet_gethost).
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/svc-ejabberd-start"]
 CMD ["/usr/bin/erl", \
      "-sname", "ejabberd@localhost", \
      "-noinput", \
+     "-pa", "/usr/local/lib/mod_svc_scope/ebin", \
      "+K", "true", \
      "+P", "250000", \
      "-kernel", "inet_dist_use_interface", "{127,0,0,1}", \

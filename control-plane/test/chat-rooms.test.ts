@@ -44,11 +44,11 @@ describe('POST /v1/realtime/chat/rooms', () => {
       mam: false,
     });
     const options = await roomOptions(room.room);
-    expect(options).toMatchObject({ max_users: '7', mam: 'false', persistent: 'true', public: 'false' });
+    expect(options).toMatchObject({ max_users: '7', mam: 'true', persistent: 'true', public: 'false' });
     expect((await call('POST', '/v1/realtime/chat/rooms', token, { room: 'lobby' })).json()).toEqual(room);
   });
 
-  it('applies later changes of the room size and archiving to the app’s existing rooms', async () => {
+  it('applies later changes of the room size to the app’s existing rooms, and archiving to the app', async () => {
     const { token } = await createCustomer(ctx.container);
     const rooms = await Promise.all(
       ['a', 'b', 'c'].map(async (name) =>

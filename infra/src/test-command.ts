@@ -29,7 +29,7 @@ export function formatTestSummary({ passed, failed, skipped }: TestSummary): str
 }
 
 /**
- * `npm test`: the test profile's backing servers (reusing running ones), then typecheck, lint and
+ * `npm test`: the test profile's servers and control plane (reusing running ones), then typecheck, lint and
  * vitest against them; stops only what it started, and ends with one summary line.
  */
 export async function testCommand(): Promise<number> {

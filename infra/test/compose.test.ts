@@ -221,6 +221,22 @@ describe('compose.yaml', () => {
     expect(ejabberd.modules.mod_muc.host).toBe(controlPlane.SVC_CHAT_MUC_DOMAIN);
   });
 
+  composeIt("points ejabberd's auth bridge at the control plane, which it does not wait for", () => {
+    const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
+      auth_method: string;
+      auth_use_cache: boolean;
+      modules: Record<string, unknown>;
+    };
+    expect(ejabberd).toMatchObject({ auth_method: 'external', auth_use_cache: false });
+    expect(ejabberd.modules).toHaveProperty('mod_svc_scope');
+    expect(environment('ejabberd')).toEqual({
+      EXTAUTH_URL: 'http://control-plane:8080',
+      EXTAUTH_SECRET: environment('control-plane').SVC_INTERNAL_SECRET,
+    });
+    // The control plane waits for ejabberd; the reverse would be a cycle. Logins fail until it is up.
+    expect(service('ejabberd').depends_on).toBeUndefined();
+  });
+
   composeIt("gives LiveKit a config whose key, secret and webhook match the control plane's", () => {
     const livekit = parse(environment('livekit').LIVEKIT_CONFIG ?? '') as {
       keys: Record<string, string>;

@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import {
   controlPlaneSettings,
   formatEnvFile,
@@ -9,9 +11,10 @@ import {
   parseEnvFile,
   writeControlPlaneEnv,
 } from '../src/env-file.js';
+import { REPO_ROOT, stackPaths } from '../src/paths.js';
 import { portMap } from '../src/ports.js';
 import type { StackSecrets } from '../src/secrets.js';
-import { renderEjabberdConfig } from '../src/servers/ejabberd.js';
+import { renderEjabberdConfig, renderExtauthConfig } from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
 import { renderRedisConfig } from '../src/servers/redis.js';
 import { renderTemplate } from '../src/template.js';
@@ -42,7 +45,14 @@ describe('renderTemplate', () => {
 });
 
 describe('ejabberd config', () => {
-  const config = renderEjabberdConfig(ports);
+  const context = (profile: 'dev' | 'test', root = '/repo') => ({
+    profile,
+    paths: stackPaths(profile, root),
+    ports,
+    secrets,
+  });
+  const config = renderEjabberdConfig(context('test'));
+  const devConfig = renderEjabberdConfig(context('dev'));
 
   it('puts the WebSocket and the API on their own loopback listeners', () => {
     expect(config).toMatch(
@@ -54,13 +64,49 @@ describe('ejabberd config', () => {
     expect(config).toMatch(/who: \{ip: 127\.0\.0\.1\/8\}/);
   });
 
-  it('serves chat.local with rooms on conference.chat.local that only the system account creates', () => {
-    expect(config).toContain('hosts: [chat.local]');
+  it('serves chat.local with rooms on conference.chat.local that only the API creates', () => {
+    expect(devConfig).toContain('hosts: [chat.local]\n');
     expect(config).toContain('host: conference.chat.local');
     expect(config).toContain('system_accounts: {user: [system@chat.local]}');
-    expect(config).toContain('access_create: muc_create');
-    expect(config).toContain('auth_use_cache: false');
+    expect(config).toContain('access_create: none');
+    expect(config).toMatch(/max_users: 100000\n/);
+    expect(config).toMatch(
+      /default_room_options:\n\s+persistent: true\n\s+public: false\n\s+public_list: false\n\s+mam: true\n\s+allow_user_invites: false\n/,
+    );
     expect(config).not.toContain('{{');
+  });
+
+  it('asks the control plane about every login through the auth bridge, uncached', () => {
+    expect(config).toContain('auth_method: external\n');
+    expect(config).toContain(
+      `extauth_program: "${process.execPath} ${join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs')} /repo/.stack/test/conf/extauth.json"`,
+    );
+    expect(config).toContain('extauth_pool_size: 4');
+    expect(config).toContain('auth_use_cache: false');
+    expect(config).toContain('mod_svc_scope: {}');
+    expect(JSON.parse(renderExtauthConfig(context('test')))).toEqual({
+      url: 'http://127.0.0.1:48000',
+      secret: secrets.internalSecret,
+    });
+  });
+
+  it('quotes the bridge command for the shell that ejabberd runs it with', () => {
+    const root = `/tmp/a dir/it's "here"`;
+    const { extauth_program: program } = parse(renderEjabberdConfig(context('test', root))) as {
+      extauth_program: string;
+    };
+    const words = spawnSync('sh', ['-c', `printf '%s\\n' ${program}`], { encoding: 'utf8' }).stdout;
+    expect(words.trimEnd().split('\n')).toEqual([
+      process.execPath,
+      join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs'),
+      join(root, '.stack/test/conf/extauth.json'),
+    ]);
+  });
+
+  it('adds bench.local with internal accounts in the test profile only', () => {
+    expect(config).toContain('hosts: [chat.local, bench.local]\n');
+    expect(config).toMatch(/host_config:\n\s+bench\.local:\n\s+auth_method: internal\n/);
+    expect(devConfig).not.toContain('bench.local');
   });
 });
 

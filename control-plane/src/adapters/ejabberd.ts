@@ -12,7 +12,6 @@ export class EjabberdError extends Error {
 
 export interface RoomOptions {
   maxUsers: number;
-  archived: boolean;
 }
 
 /**
@@ -34,10 +33,14 @@ export function createEjabberdClient(options: { apiUrl: string; chatDomain: stri
     return text === '' ? null : JSON.parse(text);
   }
 
-  /** Room options as mod_muc_admin takes them: strings, booleans as "true"/"false". */
+  /**
+   * Room options as mod_muc_admin takes them (strings). Every room has MAM on: whether an app's
+   * messages are stored is mod_svc_scope's archiving flag, so a room never falls back to answering
+   * archive queries from its in-memory history.
+   */
   const roomOptions = (room: RoomOptions) => [
     { name: 'max_users', value: String(room.maxUsers) },
-    { name: 'mam', value: String(room.archived) },
+    { name: 'mam', value: 'true' },
   ];
 
   return {

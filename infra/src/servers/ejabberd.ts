@@ -1,29 +1,93 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { CHAT_DOMAIN, CHAT_MUC_DOMAIN } from '../env-file.js';
 import { StackError } from '../errors.js';
+import { runChecked } from '../exec.js';
 import { ensureDir, writeFileAtomic } from '../files.js';
 import { httpOk } from '../health.js';
+import type { OsUser } from '../os-user.js';
 import { REPO_ROOT } from '../paths.js';
-import type { PortMap } from '../ports.js';
 import type { Profile } from '../profile.js';
 import { serverEnv } from '../supervisor.js';
 import { renderTemplateFile } from '../template.js';
 import { dataDirOf, type ServerDefinition, type StackContext } from './types.js';
 
 const ERL = '/usr/bin/erl';
+const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
+const SCOPE_MODULE_SOURCE = join(REPO_ROOT, 'ejabberd', 'mod_svc_scope.erl');
+const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
 const INETRC_SOURCE = '/etc/ejabberd/inetrc';
 const LIB_ROOT = '/usr/lib';
+const ERLANG_LIB_ROOT = '/usr/lib/erlang/lib';
+/** Test profile only: a host with ejabberd's own accounts, for benchmarks against the auth bridge. */
+const BENCH_DOMAIN = 'bench.local';
 
-/** Debian installs ejabberd's Erlang applications outside Erlang's own lib dir, e.g. /usr/lib/x86_64-linux-gnu. */
-function findErlLibs(): string {
+/** The first entry of a dir whose name starts with prefix (a versioned dir such as ejabberd-23.01). */
+function findEntry(dir: string, prefix: string): string | undefined {
+  const name = readdirSync(dir).find((entry) => entry.startsWith(prefix));
+  return name === undefined ? undefined : join(dir, name);
+}
+
+/**
+ * ejabberd's own dir (ebin, include). Debian installs ejabberd's Erlang applications outside Erlang's
+ * lib dir, e.g. /usr/lib/x86_64-linux-gnu/ejabberd-23.01; that parent is erl's ERL_LIBS.
+ */
+function findEjabberdDir(): string {
   for (const entry of readdirSync(LIB_ROOT, { withFileTypes: true })) {
     if (!entry.isDirectory()) continue;
-    const dir = join(LIB_ROOT, entry.name);
-    if (readdirSync(dir).some((name) => name.startsWith('ejabberd-'))) return dir;
+    const found = findEntry(join(LIB_ROOT, entry.name), 'ejabberd-');
+    if (found !== undefined) return found;
   }
   throw new StackError(`no ${LIB_ROOT}/*/ejabberd-* directory found (apt-get install ejabberd)`);
+}
+
+/**
+ * Compiles mod_svc_scope.erl into ebinDir unless the beam there was built from the same source
+ * against the same ejabberd and xmpp headers: the stamp file beside it holds the hash of all three.
+ */
+async function ensureScopeModule(ebinDir: string): Promise<void> {
+  const ejabberdDir = findEjabberdDir();
+  const xmppDir = findEntry(ERLANG_LIB_ROOT, 'p1_xmpp-');
+  if (xmppDir === undefined)
+    throw new StackError(`no ${ERLANG_LIB_ROOT}/p1_xmpp-* directory found (apt-get install ejabberd)`);
+  const beam = join(ebinDir, 'mod_svc_scope.beam');
+  const stampFile = join(ebinDir, 'mod_svc_scope.sha256');
+  const stamp = createHash('sha256')
+    .update(readFileSync(SCOPE_MODULE_SOURCE))
+    .update(`\0${ejabberdDir}\0${xmppDir}`)
+    .digest('hex');
+  if (existsSync(beam) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === stamp) return;
+  mkdirSync(ebinDir, { recursive: true });
+  // A private output dir, so that a failed compile never leaves a half-written beam in place.
+  const buildDir = mkdtempSync(join(ebinDir, '.build-'));
+  try {
+    await runChecked('compiling ejabberd/mod_svc_scope.erl', ERLC, [
+      // -pa: erlc checks the gen_mod behaviour's callbacks.
+      ...['-pa', join(ejabberdDir, 'ebin')],
+      ...['-I', join(ejabberdDir, 'include'), '-I', join(xmppDir, 'include')],
+      ...['-o', buildDir, SCOPE_MODULE_SOURCE],
+    ]);
+    renameSync(join(buildDir, 'mod_svc_scope.beam'), beam);
+    writeFileSync(stampFile, `${stamp}\n`);
+  } finally {
+    rmSync(buildDir, { recursive: true, force: true });
+  }
+}
+
+/** ejabberd starts extauth_program through /bin/sh -c: quote every word the shell would split. */
+function shellWord(word: string): string {
+  return /^[\w./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** Per profile, so the two profiles' mnesia spools (which embed the node name) never mix. */
@@ -31,13 +95,40 @@ function ejabberdNodeName(profile: Profile): string {
   return `svc-${profile}@localhost`;
 }
 
-export function renderEjabberdConfig(ports: PortMap): string {
+/**
+ * The test profile's second host: ejabberd's own accounts (registered with the API's `register`),
+ * so that a benchmark compares logins through the auth bridge with internal ones on one server.
+ * Its module list replaces the global one: no rooms (mod_muc's host is chat.local's), archives or
+ * app scoping, only what a client session uses.
+ */
+const BENCH_HOST_CONFIG = `
+# Test profile only (infra/src/servers/ejabberd.ts): accounts of ejabberd's own, for the login benchmark.
+host_config:
+  ${BENCH_DOMAIN}:
+    auth_method: internal
+    modules: {mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}}
+`;
+
+export function renderEjabberdConfig(context: StackContext): string {
+  const { profile, ports } = context;
+  const extauthProgram = [process.execPath, AUTH_BRIDGE, files(context).extauthConfig]
+    .map(shellWord)
+    .join(' ');
   return renderTemplateFile(TEMPLATE, {
+    hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
+    // A JSON string is a valid YAML double-quoted scalar, whatever the paths contain.
+    extauth_program: JSON.stringify(extauthProgram),
+    host_config: profile === 'test' ? BENCH_HOST_CONFIG : '',
     chat_domain: CHAT_DOMAIN,
     muc_domain: CHAT_MUC_DOMAIN,
     websocket_port: ports.ejabberdWebSocket,
     api_port: ports.ejabberdApi,
   });
+}
+
+/** The auth bridge's settings: where the control plane listens, and the secret it expects. */
+export function renderExtauthConfig({ ports, secrets }: StackContext): string {
+  return `${JSON.stringify({ url: `http://127.0.0.1:${ports.controlPlane}`, secret: secrets.internalSecret }, null, 2)}\n`;
 }
 
 function files(context: StackContext) {
@@ -49,7 +140,29 @@ function files(context: StackContext) {
     ownLogDir,
     config: join(context.paths.confDir, 'ejabberd.yml'),
     inetrc: join(context.paths.confDir, 'inetrc'),
+    extauthConfig: join(context.paths.confDir, 'extauth.json'),
+    // mod_svc_scope.beam, compiled by prepare(); shared by the profiles like every built binary.
+    // Not named ejabberd*: OTP would take a code path dir of that name for ejabberd's own lib dir.
+    ebin: join(context.paths.binDir, 'mod_svc_scope'),
   };
+}
+
+/**
+ * Writes the bridge's settings readable by ejabberd but owned by the runner (0640, group ejabberd),
+ * then runs the bridge once as ejabberd with stdin closed: a bridge that cannot read its files
+ * fails here, by name, instead of failing every login later.
+ */
+async function prepareAuthBridge(context: StackContext, user: OsUser | undefined): Promise<void> {
+  const { extauthConfig } = files(context);
+  // The runner (root) keeps the file; ejabberd reads it through its group and cannot change it.
+  const owner = user && { ...user, uid: process.getuid?.() ?? 0 };
+  writeFileAtomic(extauthConfig, renderExtauthConfig(context), owner, 0o640);
+  await runChecked(
+    'checking that the ejabberd user can run the auth bridge',
+    process.execPath,
+    [AUTH_BRIDGE, extauthConfig],
+    { user, input: '' },
+  );
 }
 
 export const ejabberd: ServerDefinition = {
@@ -62,10 +175,12 @@ export const ejabberd: ServerDefinition = {
   url: ({ ports }) => `ws://127.0.0.1:${ports.ejabberdWebSocket}/ws`,
 
   async prepare(context, user) {
-    const { spool, ownLogDir, config, inetrc } = files(context);
+    const { spool, ownLogDir, config, inetrc, ebin } = files(context);
     ensureDir(spool, user, 0o700);
     ensureDir(ownLogDir, user);
-    writeFileAtomic(config, renderEjabberdConfig(context.ports), user);
+    await ensureScopeModule(ebin);
+    await prepareAuthBridge(context, user);
+    writeFileAtomic(config, renderEjabberdConfig(context), user);
     // Without it every name lookup of the VM logs an "inet_config ... not found" report.
     writeFileAtomic(inetrc, readFileSync(INETRC_SOURCE, 'utf8'), user, 0o644);
   },
@@ -75,13 +190,16 @@ export const ejabberd: ServerDefinition = {
    * VM in another session where signals to our pid no longer reach it.
    */
   launch(context) {
-    const { spool, ownLogDir, config, inetrc } = files(context);
+    const { spool, ownLogDir, config, inetrc, ebin } = files(context);
     return {
       command: ERL,
       args: [
         '-sname',
         ejabberdNodeName(context.profile),
         '-noinput',
+        // mod_svc_scope, which ejabberd.yml loads.
+        '-pa',
+        ebin,
         // Distribution on a fixed loopback port without epmd: nothing outlives the node.
         '-start_epmd',
         'false',
@@ -102,7 +220,7 @@ export const ejabberd: ServerDefinition = {
         EJABBERD_CONFIG_PATH: config,
         EJABBERD_LOG_PATH: join(ownLogDir, 'ejabberd.log'),
         ERL_CRASH_DUMP: join(ownLogDir, 'erl_crash.dump'),
-        ERL_LIBS: findErlLibs(),
+        ERL_LIBS: dirname(findEjabberdDir()),
         ERL_INETRC: inetrc,
       }),
       cwd: spool,

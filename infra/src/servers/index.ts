@@ -11,11 +11,11 @@ import { SERVER_NAMES, type ServerDefinition, type ServerName } from './types.js
 /** In start order; every server before the control plane is independent of the others. */
 export const SERVERS: readonly ServerDefinition[] = [postgres, redis, ejabberd, livekit, minio, controlPlane];
 
-/** The control plane joins the test profile only on request: tests start their own app instances. */
-const DEFAULT_SERVERS: Record<Profile, readonly ServerName[]> = {
-  dev: SERVER_NAMES,
-  test: SERVER_NAMES.filter((name) => name !== 'control-plane'),
-};
+/**
+ * Every server in both profiles. The test profile needs its own control plane as well: ejabberd's
+ * auth bridge asks it about every login that the end-to-end tests make.
+ */
+const DEFAULT_SERVERS: Record<Profile, readonly ServerName[]> = { dev: SERVER_NAMES, test: SERVER_NAMES };
 
 /** The servers a command acts on: --only's list (comma-separated), else the profile's default. */
 export function selectServers(profile: Profile, only: string | undefined): ServerDefinition[] {

@@ -125,10 +125,7 @@ export function createChatService(deps: {
     /** Makes sure the room exists in ejabberd with the app's room size and archiving. */
     ensureRoom: async (principal: Principal, room: string) => {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
-      await deps.ejabberd.ensureRoom(`${settings.chat_prefix}.${room}`, {
-        maxUsers: settings.max_room_size,
-        archived: settings.mam,
-      });
+      await deps.ejabberd.ensureRoom(`${settings.chat_prefix}.${room}`, { maxUsers: settings.max_room_size });
       await chatStore(deps.pool).addRoom(principal.appId, principal.mode, room, deps.clock.now());
       return {
         room: `${settings.chat_prefix}.${room}@${deps.settings.mucDomain}`,

@@ -99,8 +99,8 @@ export function createRealtimeService(deps: {
     findByChatPrefix: (prefix: string) => realtimeStore(deps.pool).findByPrefix(prefix),
 
     /**
-     * Changes the settings. A change of archiving or room size reaches ejabberd before the change
-     * commits: the app's archiving flag, then every existing room of the app.
+     * Changes the settings. Archiving and room size reach ejabberd before the change commits: the
+     * app's archiving flag (which covers its rooms too), and the size of every existing room.
      */
     update: async (scope: AppScope, change: SettingsChange) => {
       await ensure(scope);
@@ -115,19 +115,18 @@ export function createRealtimeService(deps: {
         };
         await store.update(scope.appId, scope.mode, { ...next, at: deps.clock.now() });
         if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
-        if (next.mam !== current.mam || next.maxRoomSize !== current.max_room_size) {
+        if (next.maxRoomSize !== current.max_room_size) {
           const rooms = await tx.anyFirst(
             sql.type(z.object({ room: z.string() }))`
               select room from chat_rooms where app_id = ${scope.appId} and mode = ${scope.mode} order by room`,
           );
           for (let i = 0; i < rooms.length; i += ROOM_UPDATE_CONCURRENCY) {
             await Promise.all(
-              rooms.slice(i, i + ROOM_UPDATE_CONCURRENCY).map((room) =>
-                deps.ejabberd.ensureRoom(`${current.chat_prefix}.${room}`, {
-                  maxUsers: next.maxRoomSize,
-                  archived: next.mam,
-                }),
-              ),
+              rooms
+                .slice(i, i + ROOM_UPDATE_CONCURRENCY)
+                .map((room) =>
+                  deps.ejabberd.ensureRoom(`${current.chat_prefix}.${room}`, { maxUsers: next.maxRoomSize }),
+                ),
             );
           }
         }

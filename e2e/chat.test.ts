@@ -1,0 +1,160 @@
+/**
+ * Real logins to the bundled ejabberd over WebSocket with credentials minted by the running
+ * control plane; ejabberd asks the control plane about every login through the auth bridge.
+ */
+import { xml } from '@xmpp/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Container } from '../control-plane/src/container.js';
+import { api, type Customer, createCustomer, openContainer } from './support/stack.js';
+import {
+  archive,
+  bodyOf,
+  type ChatCredential,
+  type ChatSession,
+  connect,
+  joinRoom,
+  loginFailure,
+} from './support/xmpp.js';
+
+let container: Container;
+const sessions: ChatSession[] = [];
+beforeAll(async () => {
+  container = await openContainer();
+});
+afterAll(async () => {
+  await Promise.all(sessions.map((session) => session.stop()));
+  await container.close();
+});
+
+async function mint(customer: Customer, userId: string, ttl?: number): Promise<ChatCredential> {
+  const response = await api<ChatCredential>(customer, 'POST', '/v1/realtime/chat/tokens', {
+    user_id: userId,
+    ...(ttl ? { ttl_seconds: ttl } : {}),
+  });
+  expect(response.status).toBe(200);
+  return response.body;
+}
+
+async function online(credential: ChatCredential): Promise<ChatSession> {
+  const session = await connect(credential);
+  sessions.push(session);
+  return session;
+}
+
+async function room(customer: Customer, name: string): Promise<string> {
+  const response = await api<{ room: string }>(customer, 'POST', '/v1/realtime/chat/rooms', { room: name });
+  expect(response.status).toBe(200);
+  return response.body.room;
+}
+
+/** Two users of one app in one room exchange messages; returns what each received. */
+async function converse(customer: Customer) {
+  const ana = await online(await mint(customer, 'ana'));
+  const bo = await online(await mint(customer, 'bo'));
+  const lobby = await room(customer, 'lobby');
+  await joinRoom(ana, lobby);
+  await joinRoom(bo, lobby);
+  const atBo = bo.next((s) => s.is('message') && bodyOf(s) === 'hello from ana');
+  await ana.xmpp.send(xml('message', { to: lobby, type: 'groupchat' }, xml('body', {}, 'hello from ana')));
+  const atAna = ana.next((s) => s.is('message') && bodyOf(s) === 'hi ana');
+  await bo.xmpp.send(xml('message', { to: lobby, type: 'groupchat' }, xml('body', {}, 'hi ana')));
+  const direct = bo.next((s) => s.is('message') && s.attrs.type === 'chat' && bodyOf(s) === 'just for bo');
+  await ana.xmpp.send(
+    xml('message', { to: bo.credential.jid, type: 'chat' }, xml('body', {}, 'just for bo')),
+  );
+  return { ana, bo, lobby, received: await Promise.all([atBo, atAna, direct]) };
+}
+
+describe('chat on ejabberd', () => {
+  it('logs users in, lets them talk in a room and one to one, and archives it all when mam is on', async () => {
+    const customer = await createCustomer(container);
+    expect((await api(customer, 'PATCH', '/v1/realtime/app', { mam: true })).status).toBe(200);
+    const { ana, bo, lobby, received } = await converse(customer);
+    expect(received.map(bodyOf)).toEqual(['hello from ana', 'hi ana', 'just for bo']);
+    expect(await archive(ana, lobby)).toEqual(['hello from ana', 'hi ana']);
+    expect(await archive(bo)).toEqual(['just for bo']);
+  });
+
+  it('archives nothing when mam is off', async () => {
+    const customer = await createCustomer(container);
+    const { ana, bo, lobby, received } = await converse(customer);
+    expect(received).toHaveLength(3);
+    expect(await archive(ana, lobby)).toEqual([]);
+    expect(await archive(bo)).toEqual([]);
+    expect(await archive(ana)).toEqual([]);
+  });
+
+  it('refuses a replaced password and accepts the new one', async () => {
+    const customer = await createCustomer(container);
+    const old = await mint(customer, 'cy');
+    const current = await mint(customer, 'cy');
+    expect(await loginFailure(old)).toBe('not-authorized');
+    expect(await loginFailure(current)).toBeNull();
+  });
+
+  it('revoking refuses the next login and drops the open session', async () => {
+    const customer = await createCustomer(container);
+    const credential = await mint(customer, 'dee');
+    const session = await online(credential);
+    const dropped = new Promise<void>((resolve) => session.xmpp.once('disconnect', () => resolve()));
+    const revoked = await api<{ sessions_closed: number }>(
+      customer,
+      'DELETE',
+      '/v1/realtime/chat/tokens/dee',
+    );
+    expect(revoked.status).toBe(200);
+    expect(revoked.body.sessions_closed).toBe(1);
+    await dropped;
+    expect(await loginFailure(credential)).toBe('not-authorized');
+  });
+
+  it('refuses a new user of a live app whose balance cannot pay for a monthly active user', async () => {
+    const customer = await createCustomer(container, { mode: 'live', balanceMicros: 1 });
+    // This month's free monthly active users are used up, so the next one costs more than the balance.
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    const allowance = (await container.pricing.priceTable()).get('chat.monthly_active_users')!.allowance;
+    for (let i = 0; i < allowance; i += 1) await container.billing.recordChatLogin(payer, `earlier-${i}`);
+    expect(await loginFailure(await mint(customer, 'newcomer'))).toBe('not-authorized');
+  });
+
+  it('counts one monthly active user however often the user logs in', async () => {
+    const customer = await createCustomer(container);
+    const credential = await mint(customer, 'eve');
+    for (let i = 0; i < 3; i += 1) expect(await loginFailure(credential)).toBeNull();
+    const usage = await api<{ usage: { product: string; quantity: number }[] }>(
+      customer,
+      'GET',
+      '/v1/realtime/usage?days=1',
+    );
+    expect(usage.body.usage.filter((row) => row.product === 'chat')).toEqual([
+      expect.objectContaining({ metric: 'monthly_active_users', quantity: 1 }),
+    ]);
+  });
+});
+
+describe('isolation between apps', () => {
+  it('keeps a user from reaching another app’s users and from joining its rooms', async () => {
+    const first = await createCustomer(container);
+    const second = await createCustomer(container);
+    const intruder = await online(await mint(first, 'mallory'));
+    const victim = await online(await mint(second, 'victor'));
+    const theirRoom = await room(second, 'private');
+
+    const refusedMessage = intruder.next((s) => s.is('message') && s.attrs.type === 'error');
+    await intruder.xmpp.send(
+      xml('message', { to: victim.credential.jid, type: 'chat' }, xml('body', {}, 'psst')),
+    );
+    expect((await refusedMessage).getChild('error')?.getChild('forbidden')).toBeTruthy();
+
+    const nick = intruder.credential.nickname;
+    const refusedJoin = intruder.next((s) => s.is('presence') && s.attrs.type === 'error');
+    await intruder.xmpp.send(
+      xml('presence', { to: `${theirRoom}/${nick}` }, xml('x', { xmlns: 'http://jabber.org/protocol/muc' })),
+    );
+    expect((await refusedJoin).getChild('error')?.getChild('forbidden')).toBeTruthy();
+
+    await expect(victim.next((s) => s.is('message') && bodyOf(s) === 'psst', 1_500)).rejects.toThrow(
+      /no matching stanza/,
+    );
+  });
+});

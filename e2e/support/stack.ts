@@ -1,0 +1,42 @@
+import { loadSettings } from '../../control-plane/src/config/load.js';
+import type { Settings } from '../../control-plane/src/config/schema.js';
+import { type Container, createContainer } from '../../control-plane/src/container.js';
+
+/**
+ * The e2e tests drive the running test stack: the control plane process at SVC_PUBLIC_URL (which
+ * ejabberd's auth bridge calls) and the real servers. Customers are made through the control
+ * plane's own services against the same database, as the admin CLI does.
+ */
+export function stackSettings(): Settings {
+  return loadSettings(process.env);
+}
+
+export async function openContainer(): Promise<Container> {
+  return createContainer(stackSettings());
+}
+
+/** Customers are made the way the integration tests make them. */
+export { createCustomer } from '../../control-plane/test/support.js';
+
+/** Whoever calls the API: only its secret key matters here. */
+export interface Customer {
+  token: string;
+}
+
+/** A call to the running control plane, as an integrator's server makes it. */
+export async function api<T = Record<string, unknown>>(
+  customer: Customer,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${stackSettings().SVC_PUBLIC_URL}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${customer.token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as T };
+}

@@ -1,0 +1,124 @@
+import { type Client, client, xml } from '@xmpp/client';
+import type { Element } from '@xmpp/xml';
+import WebSocket from 'ws';
+
+// @xmpp/client opens its WebSocket through the global constructor, which Node 20 does not have.
+(globalThis as { WebSocket?: unknown }).WebSocket ??= WebSocket;
+
+export interface ChatCredential {
+  jid: string;
+  user: string;
+  domain: string;
+  password: string;
+  ws: string;
+  muc: string;
+  room_prefix: string;
+  nickname: string;
+  mam: boolean;
+  expires_at: string;
+}
+
+export interface ChatSession {
+  xmpp: Client;
+  credential: ChatCredential;
+  /** Resolves with the next stanza that matches. */
+  next(match: (stanza: Element) => boolean, timeoutMs?: number): Promise<Element>;
+  stop(): Promise<void>;
+}
+
+/** Logs in over WebSocket (SASL PLAIN) with a minted credential; rejects when the server refuses. */
+export async function connect(credential: ChatCredential, resource = 'e2e'): Promise<ChatSession> {
+  const xmpp = client({
+    service: credential.ws,
+    domain: credential.domain,
+    resource,
+    username: credential.user,
+    password: credential.password,
+  });
+  xmpp.on('error', () => {});
+  xmpp.reconnect.stop();
+  const waiting: { match: (stanza: Element) => boolean; resolve: (stanza: Element) => void }[] = [];
+  const seen: Element[] = [];
+  xmpp.on('stanza', (stanza: Element) => {
+    const index = waiting.findIndex((waiter) => waiter.match(stanza));
+    if (index >= 0) waiting.splice(index, 1)[0]!.resolve(stanza);
+    else seen.push(stanza);
+  });
+  await xmpp.start();
+  await xmpp.send(xml('presence'));
+  return {
+    xmpp,
+    credential,
+    next: (match, timeoutMs = 10_000) => {
+      const earlier = seen.findIndex(match);
+      if (earlier >= 0) return Promise.resolve(seen.splice(earlier, 1)[0]!);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no matching stanza in time')), timeoutMs);
+        waiting.push({
+          match,
+          resolve: (stanza) => {
+            clearTimeout(timer);
+            resolve(stanza);
+          },
+        });
+      });
+    },
+    stop: async () => {
+      await xmpp.stop().catch(() => {});
+    },
+  };
+}
+
+/** Why a login failed: the SASL condition (e.g. not-authorized), or the error's message. */
+export async function loginFailure(credential: ChatCredential): Promise<string | null> {
+  try {
+    const session = await connect(credential);
+    await session.stop();
+    return null;
+  } catch (error) {
+    return (error as { condition?: string }).condition ?? (error as Error).message;
+  }
+}
+
+export async function joinRoom(session: ChatSession, room: string): Promise<Element> {
+  const nick = session.credential.nickname;
+  const joined = session.next((stanza) => stanza.is('presence') && stanza.attrs.from === `${room}/${nick}`);
+  await session.xmpp.send(
+    xml(
+      'presence',
+      { to: `${room}/${nick}` },
+      xml('x', { xmlns: 'http://jabber.org/protocol/muc' }, xml('history', { maxstanzas: '0' })),
+    ),
+  );
+  return joined;
+}
+
+export function bodyOf(stanza: Element): string | undefined {
+  return stanza.getChildText('body') ?? undefined;
+}
+
+/** Pages through an archive with XEP-0313 (mam:2): the user's own without `to`, a room's with it. */
+export async function archive(session: ChatSession, to?: string): Promise<string[]> {
+  const queryid = `q${Math.random().toString(36).slice(2)}`;
+  const bodies: string[] = [];
+  const onStanza = (stanza: Element) => {
+    const result = stanza.getChild('result', 'urn:xmpp:mam:2');
+    if (stanza.is('message') && result?.attrs.queryid === queryid) {
+      const body = result
+        .getChild('forwarded', 'urn:xmpp:forward:0')
+        ?.getChild('message')
+        ?.getChildText('body');
+      if (body) bodies.push(body);
+    }
+  };
+  session.xmpp.on('stanza', onStanza);
+  try {
+    await session.xmpp.iqCaller.request(
+      xml('iq', { type: 'set', ...(to ? { to } : {}) }, xml('query', { xmlns: 'urn:xmpp:mam:2', queryid })),
+      10_000,
+    );
+  } finally {
+    session.xmpp.removeListener('stanza', onStanza);
+  }
+  return bodies;
+}

@@ -1,0 +1,193 @@
+%%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, and archives an app's
+%%% messages only when the app asks for it.
+%%%
+%%% Every app has a chat prefix: its users are <prefix>.<user>@<host>, its rooms
+%%% <prefix>.<room>@<muc host>. The prefix is the local part up to the first dot; a local part
+%%% without a dot (system@, an operator's account) belongs to no app.
+%%%
+%%% Built by the stack runner (infra/src/servers/ejabberd.ts) and infra/ejabberd.Dockerfile:
+%%%   erlc -I <ejabberd>/include -I <p1_xmpp>/include mod_svc_scope.erl
+-module(mod_svc_scope).
+-behaviour(gen_mod).
+
+-export([start/2, stop/1, depends/2, mod_options/1, mod_doc/0]).
+-export([user_send_packet/1, filter_packet/1, store_mam_message/7]).
+-export([set_archiving/2, get_archiving/1]).
+
+-include("logger.hrl").
+-include("xmpp.hrl").
+-include("ejabberd_commands.hrl").
+
+%% One row per app that has been told about archiving; enabled is 1 or 0.
+-record(svc_archiving, {prefix :: binary(), enabled :: 0 | 1}).
+
+-define(FORBIDDEN_TEXT, <<"Addresses of another app are out of reach">>).
+
+%%--------------------------------------------------------------------
+%% gen_mod
+%%--------------------------------------------------------------------
+
+start(Host, _Opts) ->
+    %% disc_copies: the flags survive restarts, and every lookup is a RAM read. Without the table
+    %% the module does not start: archiving decisions must never be left to chance.
+    case ejabberd_mnesia:create(?MODULE, svc_archiving,
+                                [{disc_copies, [node()]},
+                                 {attributes, record_info(fields, svc_archiving)}]) of
+        {atomic, ok} ->
+            %% Before mod_mam (88), so that a dropped stanza is never archived as sent.
+            ejabberd_hooks:add(user_send_packet, Host, ?MODULE, user_send_packet, 10),
+            %% Before mod_mam's own store_mam_message (100), which writes the archive.
+            ejabberd_hooks:add(store_mam_message, Host, ?MODULE, store_mam_message, 50),
+            %% Node-wide (one router for every host); adding it again for a second host is a no-op.
+            ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
+            ejabberd_commands:register_commands(?MODULE, commands()),
+            ok;
+        Error ->
+            {error, {svc_archiving_table, Error}}
+    end.
+
+stop(Host) ->
+    ejabberd_hooks:delete(user_send_packet, Host, ?MODULE, user_send_packet, 10),
+    ejabberd_hooks:delete(store_mam_message, Host, ?MODULE, store_mam_message, 50),
+    case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
+        true -> ok;
+        false ->
+            ejabberd_hooks:delete(filter_packet, ?MODULE, filter_packet, 50),
+            ejabberd_commands:unregister_commands(commands())
+    end.
+
+depends(_Host, _Opts) -> [].
+
+mod_options(_Host) -> [].
+
+mod_doc() ->
+    #{desc => [<<"Keeps app-scoped chat addresses apart and archives each app's "
+                 "messages only when svc_set_archiving enabled it.">>]}.
+
+%%--------------------------------------------------------------------
+%% Isolation
+%%--------------------------------------------------------------------
+
+%% A client's stanza to another app's user or room is dropped and answered with <forbidden/>.
+%% Only client sessions are policed: mod_admin_extra's send_message and send_stanza run this hook
+%% with a bare #{jid} state and route the stanza whatever it returns; that API is the control
+%% plane's, and it is trusted (it posts the system account's messages into rooms).
+user_send_packet({Pkt, #{mod := ejabberd_c2s} = State} = Acc) ->
+    case crosses_apps(xmpp:get_from(Pkt), xmpp:get_to(Pkt)) of
+        false -> Acc;
+        true -> {stop, {drop, bounce(Pkt, State)}}
+    end;
+user_send_packet(Acc) ->
+    Acc.
+
+%% Rooms speak only to their own app. This stops what a room sends on someone's behalf, such as
+%% a room admin's mediated invitation (XEP-0045 7.8.2), from reaching another app's user.
+%% Stanzas from users are left to user_send_packet, which also lets the control plane's API through.
+filter_packet(drop) ->
+    drop;  % an earlier filter dropped it
+filter_packet(Pkt) ->
+    From = xmpp:get_from(Pkt),
+    %% The cheap test first: this runs for every stanza the node routes.
+    case crosses_apps(From, xmpp:get_to(Pkt)) andalso is_service(From#jid.lserver) of
+        true -> {stop, drop};
+        false -> Pkt
+    end.
+
+%% True when both ends are accounts or rooms (they have a local part) on this server, and they
+%% belong to different apps (or one to an app and the other to none). Anything else, such as
+%% stanzas to a server or service itself, is not an app's business.
+crosses_apps(#jid{luser = FromUser}, #jid{luser = ToUser, lserver = ToServer})
+  when FromUser /= <<>>, ToUser /= <<>> ->
+    scope(FromUser) /= scope(ToUser) andalso ejabberd_router:is_my_route(ToServer);
+crosses_apps(_From, _To) ->
+    false.
+
+%% The stanza's sender learns why nothing happened; errors and IQ results are never answered.
+bounce(Pkt, State) ->
+    case xmpp:get_type(Pkt) of
+        Type when Type == error; Type == result ->
+            State;
+        _ ->
+            Err = xmpp:err_forbidden(?FORBIDDEN_TEXT, xmpp:get_lang(Pkt)),
+            ejabberd_c2s:send(State, xmpp:make_error(Pkt, Err))
+    end.
+
+%% A local service such as the MUC host: routed here, but not a virtual host of accounts.
+is_service(Server) ->
+    ejabberd_router:is_my_route(Server) andalso not ejabberd_router:is_my_host(Server).
+
+-spec scope(binary()) -> binary() | none.
+scope(LUser) ->
+    case binary:split(LUser, <<".">>) of
+        [Prefix, _] -> Prefix;
+        [_] -> none
+    end.
+
+%%--------------------------------------------------------------------
+%% Archiving
+%%--------------------------------------------------------------------
+
+%% mod_mam asks before it stores a one-to-one message (LUser: the archive's owner) or a room
+%% message (LUser: the room). An app's messages are stored only while its flag is 1; an app never
+%% told about is not archived. Accounts of no app keep mod_mam's own rules.
+store_mam_message(Pkt, LUser, _LServer, _Peer, _Nick, _Type, _Dir) ->
+    case scope(LUser) of
+        none -> Pkt;
+        Prefix ->
+            case archiving(Prefix) of
+                1 -> Pkt;
+                0 -> {stop, drop}
+            end
+    end.
+
+archiving(Prefix) ->
+    case mnesia:dirty_read(svc_archiving, Prefix) of
+        [#svc_archiving{enabled = Enabled}] -> Enabled;
+        [] -> 0
+    end.
+
+%%--------------------------------------------------------------------
+%% Commands (mod_http_api: POST /api/svc_set_archiving, /api/svc_get_archiving)
+%%--------------------------------------------------------------------
+
+commands() ->
+    [#ejabberd_commands{name = svc_set_archiving, tags = [mam],
+                        desc = "Archive an app's one-to-one and room messages, or stop archiving them",
+                        module = ?MODULE, function = set_archiving,
+                        args = [{prefix, binary}, {enabled, integer}],
+                        args_desc = ["The app's chat prefix", "1 to archive, 0 not to"],
+                        args_example = [<<"abc123defg">>, 1],
+                        result = {res, rescode}},
+     #ejabberd_commands{name = svc_get_archiving, tags = [mam],
+                        desc = "Whether an app's messages are archived (1) or not (0)",
+                        module = ?MODULE, function = get_archiving,
+                        args = [{prefix, binary}],
+                        args_desc = ["The app's chat prefix"],
+                        args_example = [<<"abc123defg">>],
+                        result = {enabled, integer}}].
+
+%% Bad arguments answer {error, Text}: HTTP 400 with the text, never a silent rescode 1.
+set_archiving(Prefix, Enabled) when Enabled == 0; Enabled == 1 ->
+    with_valid_prefix(Prefix, fun() ->
+        Row = #svc_archiving{prefix = Prefix, enabled = Enabled},
+        case mnesia:transaction(fun() -> mnesia:write(Row) end) of
+            {atomic, ok} ->
+                ?INFO_MSG("Archiving of app ~ts set to ~B", [Prefix, Enabled]),
+                ok;
+            {aborted, Reason} ->
+                ?ERROR_MSG("Cannot store the archiving flag of app ~ts: ~p", [Prefix, Reason]),
+                {error, <<"Cannot store the archiving flag">>}
+        end
+    end);
+set_archiving(_Prefix, _Enabled) ->
+    {error, <<"enabled must be 0 or 1">>}.
+
+get_archiving(Prefix) ->
+    with_valid_prefix(Prefix, fun() -> archiving(Prefix) end).
+
+%% Prefixes are exactly ten lowercase letters and digits (the control plane mints them).
+with_valid_prefix(Prefix, Fun) ->
+    case re:run(Prefix, <<"^[a-z0-9]{10}\\z">>, [{capture, none}]) of
+        match -> Fun();
+        nomatch -> {error, <<"prefix must be 10 lowercase letters or digits">>}
+    end.
