@@ -42,19 +42,22 @@ const login = async (credential: ChatCredential) => {
   await session.stop();
 };
 
-// ejabberd's own accounts on the internal-auth host, registered through its API.
-const internal: ChatCredential[] = await Promise.all(
-  credentials.map(async (credential, i) => {
-    const user = `bench${i}`;
-    const password = randomBytes(16).toString('hex');
-    await fetch(`${settings.SVC_EJABBERD_API_URL}/register`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ user, host: 'bench.local', password }),
-    });
-    return { ...credential, user, domain: 'bench.local', jid: `${user}@bench.local`, password };
-  }),
-);
+// ejabberd's own accounts on the internal-auth host, registered through its API (new names each run).
+const run = randomBytes(4).toString('hex');
+const internal: ChatCredential[] = [];
+let registering = 0;
+await runConcurrently(logins, concurrency, async () => {
+  const i = registering++;
+  const user = `bench-${run}-${i}`;
+  const password = randomBytes(16).toString('hex');
+  const registered = await fetch(`${settings.SVC_EJABBERD_API_URL}/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ user, host: 'bench.local', password }),
+  });
+  if (registered.status !== 200) throw new Error(`register failed: ${await registered.text()}`);
+  internal[i] = { ...credentials[i]!, user, domain: 'bench.local', jid: `${user}@bench.local`, password };
+});
 
 await timed('warm-up (discarded)', Math.min(50, logins), (i) => login(credentials[i]!));
 const external = await timed('logins, external auth (bridge + control plane)', logins, (i) =>

@@ -32,8 +32,10 @@ export async function connect(credential: ChatCredential, resource = 'e2e'): Pro
     service: credential.ws,
     domain: credential.domain,
     resource,
-    username: credential.user,
-    password: credential.password,
+    // SASL PLAIN, as the bundle's clients use it: the only mechanism external authentication offers.
+    // (The third argument, a SASL2 user agent, is optional at run time despite its type.)
+    credentials: (authenticate) =>
+      authenticate({ username: credential.user, password: credential.password }, 'PLAIN', undefined as never),
   });
   xmpp.on('error', () => {});
   xmpp.reconnect.stop();
