@@ -11,6 +11,7 @@ import { meterReadBandwidth } from './http/metering.js';
 import { registerMetrics } from './http/metrics.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { chatCallbackRoutes, chatRoutes } from './modules/chat/routes.js';
+import { liveRoutes, liveWebhookRoutes } from './modules/live/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
@@ -88,6 +89,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     requireInternalSecret(internal, container.settings.SVC_INTERNAL_SECRET);
     await internal.register(chatCallbackRoutes, { chat: container.chat });
   });
+  // LiveKit signs its webhooks itself.
+  await app.register(liveWebhookRoutes, { live: container.live });
   // The keyed scope: every route registered inside passes the shared key pipeline first.
   await app.register(async (keyed) => {
     requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
@@ -96,6 +99,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     await keyed.register(billingRoutes, { billing: container.billing });
     await keyed.register(realtimeRoutes, { realtime: container.realtime });
     await keyed.register(chatRoutes, { chat: container.chat });
+    await keyed.register(liveRoutes, { live: container.live });
     for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
   });
   return app;

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { type DatabasePool, sql } from 'slonik';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
+import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createRedis } from './adapters/redis.js';
 import type { Settings } from './config/schema.js';
@@ -10,6 +11,7 @@ import { type Clock, systemClock } from './lib/clock.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
+import { createLiveService, type LiveService } from './modules/live/service.js';
 import {
   createPricingService,
   type PricingService,
@@ -29,6 +31,7 @@ export interface Container {
   ejabberd: EjabberdClient;
   realtime: RealtimeService;
   chat: ChatService;
+  live: LiveService;
   limits: RequestLimits;
   probes: Record<string, Probe>;
   close(): Promise<void>;
@@ -72,6 +75,20 @@ export async function createContainer(
       wsUrl: settings.SVC_CHAT_WS_URL,
     },
   });
+  const live = createLiveService({
+    pool,
+    redis,
+    clock,
+    livekit: createLiveKitClient({
+      url: settings.SVC_LIVEKIT_URL,
+      apiKey: settings.SVC_LIVEKIT_API_KEY,
+      apiSecret: settings.SVC_LIVEKIT_API_SECRET,
+    }),
+    accounts,
+    realtime,
+    billing,
+    publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
+  });
   return {
     settings,
     clock,
@@ -83,6 +100,7 @@ export async function createContainer(
     ejabberd,
     realtime,
     chat,
+    live,
     limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {

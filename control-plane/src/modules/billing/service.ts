@@ -195,10 +195,14 @@ export function createBillingService(deps: { pool: DatabasePool; clock: Clock; p
       }
     },
 
-    /** Usage known only after the work (bandwidth of a read): charged as far as the balance goes. */
-    meterAfter: async (payer: Payer, usages: readonly Usage[]): Promise<number> => {
-      const table = await deps.pricing.priceTable();
-      return deps.pool.transaction((tx) => meterIn(tx, payer, usages, { table, bestEffort: true }));
+    /**
+     * Usage known only after the work (a read's bandwidth, a participant's minutes): charged as far
+     * as the balance goes. Runs in the caller's transaction when given one.
+     */
+    meterAfter: async (payer: Payer, usages: readonly Usage[], tx?: CommonQueryMethods): Promise<number> => {
+      const meter = async (db: CommonQueryMethods) =>
+        meterIn(db, payer, usages, { table: await deps.pricing.priceTable(db), bestEffort: true });
+      return tx ? meter(tx) : deps.pool.transaction(meter);
     },
 
     /**

@@ -1,0 +1,77 @@
+import { type CommonQueryMethods, sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from '../accounts/schema.js';
+import { type Kind, OpenSessionRow, type Quality } from './schema.js';
+
+const openColumns = sql.fragment`
+  s.participant_sid, s.room, s.app_id, s.account_id, s.mode, s.kind, s.declared_quality, q.quality as published_quality,
+  s.joined_at, s.last_seen_at`;
+
+/** SQL of LiveKit events and participant sessions. */
+export function liveStore(db: CommonQueryMethods) {
+  return {
+    /** Records an event id; false when it was handled before (a retried delivery). */
+    claimEvent: async (id: string, event: string, at: Date) =>
+      (await db.maybeOneFirst(
+        sql.type(z.object({ claimed: z.boolean() }))`
+          insert into livekit_events (id, event, received_at) values (${id}, ${event}, ${sql.timestamp(at)})
+          on conflict do nothing returning true as claimed`,
+      )) === true,
+
+    openSession: (session: {
+      participantSid: string;
+      room: string;
+      identity: string;
+      appId: string;
+      accountId: string;
+      mode: KeyMode;
+      kind: Kind;
+      publisher: boolean;
+      declaredQuality: Quality;
+      joinedAt: Date;
+    }) =>
+      db.query(sql.unsafe`
+        insert into live_sessions (participant_sid, room, identity, app_id, account_id, mode, kind, publisher,
+                                   declared_quality, joined_at, last_seen_at)
+        values (${session.participantSid}, ${session.room}, ${session.identity}, ${session.appId}, ${session.accountId},
+                ${session.mode}, ${session.kind}, ${session.publisher}, ${session.declaredQuality},
+                ${sql.timestamp(session.joinedAt)}, ${sql.timestamp(session.joinedAt)})
+        on conflict do nothing`),
+
+    recordPublishedQuality: (participantSid: string, quality: Quality) =>
+      db.query(sql.unsafe`
+        insert into live_published_quality (participant_sid, quality) values (${participantSid}, ${quality})
+        on conflict (participant_sid) do update set quality = case
+          when array_position(array['hd', 'fhd', '4k'], excluded.quality)
+               > array_position(array['hd', 'fhd', '4k'], live_published_quality.quality)
+          then excluded.quality else live_published_quality.quality end`),
+
+    /** Open sessions, locked, of one participant or of every participant of a room. */
+    lockOpen: (filter: { participantSid: string } | { room: string }) =>
+      db.any(sql.type(OpenSessionRow)`
+        select ${openColumns} from live_sessions s left join live_published_quality q using (participant_sid)
+        where s.left_at is null and ${
+          'participantSid' in filter
+            ? sql.fragment`s.participant_sid = ${filter.participantSid}`
+            : sql.fragment`s.room = ${filter.room}`
+        }
+        for update of s`),
+
+    openRooms: () =>
+      db.anyFirst(
+        sql.type(
+          z.object({ room: z.string() }),
+        )`select distinct room from live_sessions where left_at is null`,
+      ),
+
+    close: (participantSid: string, leftAt: Date, billedSeconds: number) =>
+      db.query(sql.unsafe`
+        update live_sessions set left_at = ${sql.timestamp(leftAt)}, billed_seconds = ${billedSeconds}
+        where participant_sid = ${participantSid}`),
+
+    markSeen: (participantSids: readonly string[], at: Date) =>
+      db.query(sql.unsafe`
+        update live_sessions set last_seen_at = ${sql.timestamp(at)}
+        where participant_sid = any(${sql.array(participantSids, 'text')}) and left_at is null`),
+  };
+}

@@ -1,0 +1,311 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { decodeJwt } from 'jose';
+import { AccessToken, RoomServiceClient } from 'livekit-server-sdk';
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
+import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  // No free minutes in this file, so that every metered second shows its price.
+  ctx = await startTestApp({
+    settings: {
+      SVC_FREE_ALLOWANCES: 'live.fhd_minutes=0,calls.hd_minutes=0,calls.fhd_minutes=0,calls.audio_minutes=0',
+    },
+  });
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+/** The claims of a LiveKit access token that the tests read. */
+interface LiveClaims {
+  sub: string;
+  exp: number;
+  nbf: number;
+  video: Record<string, unknown>;
+  attributes: Record<string, string>;
+}
+
+const mint = (token: string, payload: object) =>
+  ctx.app.inject({
+    method: 'POST',
+    url: '/v1/realtime/live/tokens',
+    headers: { authorization: `Bearer ${token}` },
+    remoteAddress: uniqueAddress(),
+    payload,
+  });
+
+/** A webhook as LiveKit sends it: protojson body, signed by a JWT carrying the body's SHA-256. */
+async function webhook(event: Record<string, unknown>, sign = true) {
+  const body = JSON.stringify({
+    id: `EV_${randomUUID()}`,
+    createdAt: String(Math.floor(ctx.clock.now().getTime() / 1000)),
+    ...event,
+  });
+  const headers: Record<string, string> = { 'content-type': 'application/webhook+json' };
+  if (sign) {
+    const token = new AccessToken(
+      ctx.container.settings.SVC_LIVEKIT_API_KEY,
+      ctx.container.settings.SVC_LIVEKIT_API_SECRET,
+    );
+    token.sha256 = createHash('sha256').update(body).digest('base64');
+    headers.authorization = await token.toJwt();
+  }
+  return { body, headers };
+}
+
+const post = (delivery: { body: string; headers: Record<string, string> }) =>
+  ctx.app.inject({
+    method: 'POST',
+    url: '/internal/livekit/webhook',
+    headers: delivery.headers,
+    payload: delivery.body,
+  });
+
+const deliver = async (event: Record<string, unknown>, sign = true) => post(await webhook(event, sign));
+
+/** A participant as LiveKit reports it; sids are unique per run, as LiveKit's are. */
+function participant(name: string, room: string, attributes: Record<string, string>, joinedAt: Date) {
+  const sid = `${name}_${randomUUID()}`;
+  return {
+    room: { name: room },
+    participant: {
+      sid,
+      identity: `user-${sid}`,
+      joinedAt: String(Math.floor(joinedAt.getTime() / 1000)),
+      joinedAtMs: String(joinedAt.getTime()),
+      attributes,
+    },
+  };
+}
+
+const usageRows = async (accountId: string) =>
+  (await ctx.container.billing.usageReport(accountId, 'test', 1)).usage.filter((row) =>
+    ['live', 'calls'].includes(row.product),
+  );
+
+describe('POST /v1/realtime/live/tokens', () => {
+  it('mints a LiveKit token for the app-scoped room, with viewer grants by default', async () => {
+    const { token, app } = await createCustomer(ctx.container);
+    const response = await mint(token, { room: 'Show_1', identity: 'viewer-7' });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    const settings = await ctx.container.realtime.ensure({ appId: app.id, mode: 'test' });
+    expect(body).toEqual({
+      url: ctx.container.settings.SVC_LIVEKIT_PUBLIC_URL,
+      token: expect.any(String),
+      room: `${settings.chat_prefix}.Show_1`,
+      expires_in: 7_200,
+    });
+    const claims = decodeJwt<LiveClaims>(body.token);
+    expect(claims.sub).toBe('viewer-7');
+    expect(claims.exp - claims.nbf).toBe(7_200);
+    expect(claims.video).toMatchObject({
+      room: body.room,
+      roomJoin: true,
+      canSubscribe: true,
+      canPublish: false,
+      canPublishData: false,
+    });
+    expect(claims.attributes).toEqual({ 'svc.kind': 'live', 'svc.quality': 'hd', 'svc.publisher': 'false' });
+
+    const rooms = new RoomServiceClient(
+      ctx.container.settings.SVC_LIVEKIT_URL,
+      ctx.container.settings.SVC_LIVEKIT_API_KEY,
+      ctx.container.settings.SVC_LIVEKIT_API_SECRET,
+    );
+    const [room] = await rooms.listRooms([body.room]);
+    expect(room?.maxParticipants).toBe(100);
+  });
+
+  it('grants publishers camera, microphone and screen share, and audio rooms the microphone only', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const grant = async (payload: object) =>
+      decodeJwt<LiveClaims>((await mint(token, payload)).json().token).video;
+    expect(await grant({ room: 'r', identity: 'host', publish: true, quality: 'fhd' })).toMatchObject({
+      canPublish: true,
+      canPublishSources: ['camera', 'microphone', 'screen_share', 'screen_share_audio'],
+    });
+    expect(await grant({ room: 'r', identity: 'a', kind: 'call' })).toMatchObject({ canPublish: true });
+    expect(await grant({ room: 'r', identity: 'a', kind: 'audio' })).toMatchObject({
+      canPublishSources: ['microphone'],
+    });
+    expect(await grant({ room: 'r', identity: 'a', kind: 'audio', publish: false })).toMatchObject({
+      canPublish: false,
+    });
+  });
+
+  it.each([
+    [{ identity: 'a' }, 'room'],
+    [{ room: 'bad room', identity: 'a' }, 'room'],
+    [{ room: 'r.x', identity: 'a' }, 'room'],
+    [{ room: 'r'.repeat(129), identity: 'a' }, 'room'],
+    [{ room: 'r' }, 'identity'],
+    [{ room: 'r', identity: '' }, 'identity'],
+    [{ room: 'r', identity: 'i'.repeat(129) }, 'identity'],
+    [{ room: 'r', identity: 'a', kind: 'video' }, 'kind'],
+    [{ room: 'r', identity: 'a', quality: '8k' }, 'quality'],
+    [{ room: 'r', identity: 'a', publish: 'yes' }, 'publish'],
+    [{ room: 'r', identity: 'a', ttl_seconds: 59 }, 'ttl_seconds'],
+    [{ room: 'r', identity: 'a', ttl_seconds: 86_401 }, 'ttl_seconds'],
+  ])('refuses %j with 422 on %s', async (payload, field) => {
+    const { token } = await createCustomer(ctx.container);
+    const response = await mint(token, payload);
+    expect(response.statusCode).toBe(422);
+    expect(response.json().error.fields.map((f: { field: string }) => f.field)).toContain(field);
+  });
+
+  it('accepts the limits themselves', async () => {
+    const { token } = await createCustomer(ctx.container);
+    for (const ttl of [60, 86_400]) {
+      const response = await mint(token, {
+        room: 'r'.repeat(128),
+        identity: 'i'.repeat(128),
+        ttl_seconds: ttl,
+      });
+      expect(response.statusCode).toBe(200);
+      expect(response.json().expires_in).toBe(ttl);
+    }
+  });
+
+  it('answers 402 to a live key on an empty balance, and 403 when the product is off', async () => {
+    const live = await createCustomer(ctx.container, { mode: 'live' });
+    expect((await mint(live.token, { room: 'r', identity: 'a' })).json().error.code).toBe('PAYMENT_REQUIRED');
+    const test = await createCustomer(ctx.container);
+    await ctx.app.inject({
+      method: 'PATCH',
+      url: '/v1/realtime/app',
+      headers: { authorization: `Bearer ${test.token}` },
+      payload: { products: ['chat', 'calls'] },
+    });
+    const off = await mint(test.token, { room: 'r', identity: 'a' });
+    expect(off.statusCode).toBe(403);
+    expect(off.json().error.code).toBe('PRODUCT_DISABLED');
+    expect((await mint(test.token, { room: 'r', identity: 'a', kind: 'call' })).statusCode).toBe(200);
+  });
+});
+
+describe('LiveKit webhooks', () => {
+  async function room(token: string, name: string) {
+    return (await mint(token, { room: name, identity: 'x' })).json().room as string;
+  }
+
+  it('meter a publisher’s minutes at the higher of the declared and the published quality, once', async () => {
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'stage');
+    const joined = new Date(ctx.clock.now().getTime() - 90_000);
+    const who = participant(
+      'PA_pub1',
+      name,
+      { 'svc.kind': 'live', 'svc.quality': 'hd', 'svc.publisher': 'true' },
+      joined,
+    );
+    expect((await deliver({ event: 'participant_joined', ...who })).json()).toEqual({ applied: true });
+    await deliver({
+      event: 'track_published',
+      room: { name },
+      participant: { sid: who.participant.sid, identity: who.participant.identity },
+      track: { sid: 'TR_1', type: 'VIDEO', width: 1920, height: 1080 },
+    });
+    const left = await webhook({ event: 'participant_left', ...who });
+    expect((await post(left)).json()).toEqual({ applied: true });
+    expect((await post(left)).json()).toEqual({ applied: false });
+    expect(await usageRows(account.id)).toEqual([
+      expect.objectContaining({ product: 'live', metric: 'fhd_minutes', quantity: 1.5, cost_micros: 3_000 }),
+    ]);
+  });
+
+  it('meter audio rooms at the audio price, calls as calls, and never an aborted connection', async () => {
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'talk');
+    const joined = new Date(ctx.clock.now().getTime() - 60_000);
+    const speaker = participant(
+      'PA_aud',
+      name,
+      { 'svc.kind': 'audio', 'svc.quality': '4k', 'svc.publisher': 'true' },
+      joined,
+    );
+    const caller = participant(
+      'PA_call',
+      name,
+      { 'svc.kind': 'call', 'svc.quality': 'hd', 'svc.publisher': 'true' },
+      joined,
+    );
+    const aborted = participant(
+      'PA_gone',
+      name,
+      { 'svc.kind': 'call', 'svc.quality': 'hd', 'svc.publisher': 'true' },
+      joined,
+    );
+    for (const who of [speaker, caller, aborted]) await deliver({ event: 'participant_joined', ...who });
+    await deliver({ event: 'participant_connection_aborted', ...aborted });
+    await deliver({ event: 'participant_left', ...speaker });
+    await deliver({ event: 'room_finished', room: { name } });
+    const rows = await usageRows(account.id);
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ product: 'calls', metric: 'audio_minutes', quantity: 1, cost_micros: 500 }),
+        expect.objectContaining({ product: 'calls', metric: 'hd_minutes', quantity: 1, cost_micros: 1_500 }),
+      ]),
+    );
+    expect(rows).toHaveLength(2);
+  });
+
+  it('with a bad or missing signature are refused and change nothing', async () => {
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'forged');
+    const who = participant(
+      'PA_forged',
+      name,
+      { 'svc.kind': 'live', 'svc.quality': '4k', 'svc.publisher': 'true' },
+      new Date(0),
+    );
+    const unsigned = await deliver({ event: 'participant_left', ...who }, false);
+    expect(unsigned.statusCode).toBe(401);
+    const signed = await webhook({ event: 'participant_joined', ...who });
+    const forged = await post({
+      ...signed,
+      body: signed.body.replace('participant_joined', 'participant_left'),
+    });
+    expect(forged.statusCode).toBe(401);
+    expect(forged.json().error.type).toBe('authentication_error');
+    expect(await usageRows(account.id)).toEqual([]);
+  });
+});
+
+describe('reconciliation', () => {
+  it('closes a session LiveKit no longer lists, billing it up to when it was last seen', async () => {
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'lost');
+    const joined = new Date(ctx.clock.now().getTime() - 5 * 60_000);
+    const who = participant(
+      'PA_lost',
+      name,
+      { 'svc.kind': 'call', 'svc.quality': 'fhd', 'svc.publisher': 'true' },
+      joined,
+    );
+    await deliver({ event: 'participant_joined', ...who });
+    // An earlier pass saw the participant in LiveKit two minutes after the join.
+    await ctx.container.pool.query(sql.unsafe`
+      update live_sessions set last_seen_at = ${sql.timestamp(new Date(joined.getTime() + 120_000))}
+      where participant_sid = ${who.participant.sid}`);
+    // Now nobody is in the LiveKit room and the leave was never delivered: past the grace period
+    // the session is closed at its last sighting and billed up to it, not a second more.
+    ctx.clock.advance(RECONCILE_GRACE_MS + 1_000);
+    await ctx.container.redis.del('svc:live:reconcile');
+    expect((await ctx.container.live.reconcile()).closed).toBeGreaterThanOrEqual(1);
+    expect(await usageRows(account.id)).toEqual([
+      expect.objectContaining({ product: 'calls', metric: 'fhd_minutes', quantity: 2, cost_micros: 6_000 }),
+    ]);
+    // The leave arriving late after all adds nothing.
+    await deliver({ event: 'participant_left', ...who });
+    expect(await usageRows(account.id)).toEqual([expect.objectContaining({ quantity: 2 })]);
+    ctx.clock.set(new Date());
+  });
+
+  async function room(token: string, roomName: string) {
+    return (await mint(token, { room: roomName, identity: 'x' })).json().room as string;
+  }
+});
