@@ -1,18 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { freePort } from './support.js';
 
 const TSX = new URL('../../node_modules/.bin/tsx', import.meta.url).pathname;
 const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
 
 function startMain(env: NodeJS.ProcessEnv): { child: ChildProcess; output: () => string } {
   const child = spawn(TSX, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });

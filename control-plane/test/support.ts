@@ -1,4 +1,6 @@
 import { randomInt } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import type { FastifyPluginAsync } from 'fastify';
 import { type App, buildApp } from '../src/app.js';
 import { loadSettings } from '../src/config/load.js';
@@ -72,4 +74,13 @@ export async function createCustomer(
     });
   }
   return { account, app, key, token };
+}
+
+/** A port the kernel says is free right now, for a process a test starts itself. */
+export async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
 }
