@@ -14,6 +14,7 @@ import { chatCallbackRoutes, chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes, liveWebhookRoutes } from './modules/live/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
+import { storageEventRoutes, storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
 export const API_VERSION = '1.1.0';
@@ -88,6 +89,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   await app.register(async (internal) => {
     requireInternalSecret(internal, container.settings.SVC_INTERNAL_SECRET);
     await internal.register(chatCallbackRoutes, { chat: container.chat });
+    await internal.register(storageEventRoutes, { storage: container.storage });
   });
   // LiveKit signs its webhooks itself.
   await app.register(liveWebhookRoutes, { live: container.live });
@@ -100,6 +102,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     await keyed.register(realtimeRoutes, { realtime: container.realtime });
     await keyed.register(chatRoutes, { chat: container.chat });
     await keyed.register(liveRoutes, { live: container.live });
+    await keyed.register(storageRoutes, { storage: container.storage });
     for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
   });
   return app;

@@ -4,6 +4,7 @@ import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.j
 import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createRedis } from './adapters/redis.js';
+import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
 import { createRequestLimits, type RequestLimits } from './http/limits.js';
@@ -18,6 +19,7 @@ import {
   parseConfiguredPricing,
 } from './modules/pricing/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
+import { createStorageService, type StorageService } from './modules/storage/service.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container {
@@ -32,6 +34,8 @@ export interface Container {
   realtime: RealtimeService;
   chat: ChatService;
   live: LiveService;
+  storage: StorageService;
+  objects: ObjectStore;
   limits: RequestLimits;
   probes: Record<string, Probe>;
   close(): Promise<void>;
@@ -89,6 +93,14 @@ export async function createContainer(
     billing,
     publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
   });
+  const objects = createObjectStore({
+    endpoint: settings.SVC_S3_ENDPOINT,
+    publicEndpoint: settings.SVC_S3_PUBLIC_ENDPOINT,
+    region: settings.SVC_S3_REGION,
+    accessKey: settings.SVC_S3_ACCESS_KEY,
+    secretKey: settings.SVC_S3_SECRET_KEY,
+    bucket: settings.SVC_S3_BUCKET,
+  });
   return {
     settings,
     clock,
@@ -101,6 +113,8 @@ export async function createContainer(
     realtime,
     chat,
     live,
+    objects,
+    storage: createStorageService({ pool, clock, objects, billing }),
     limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {

@@ -1,25 +1,8 @@
-import type { FastifyBaseLogger } from 'fastify';
 import { buildApp } from './app.js';
 import { ConfigError, loadSettings } from './config/load.js';
 import { createContainer } from './container.js';
 import { runMigrations } from './db/migrate.js';
-
-/** LiveKit leaves that could not be reported are made good at start and then every minute. */
-const RECONCILE_EVERY_MS = 60_000;
-
-function startLiveReconciler(container: Awaited<ReturnType<typeof createContainer>>, log: FastifyBaseLogger) {
-  const run = () =>
-    container.live.reconcile().then(
-      (result) => {
-        if (result.closed > 0) log.info(result, 'closed live sessions whose leave was never reported');
-      },
-      (error: unknown) => log.warn({ err: error }, 'live reconciliation failed; next try in a minute'),
-    );
-  void run();
-  const timer = setInterval(run, RECONCILE_EVERY_MS);
-  timer.unref();
-  return timer;
-}
+import { startMaintenance } from './maintenance.js';
 
 async function main(): Promise<void> {
   let settings: ReturnType<typeof loadSettings>;
@@ -38,7 +21,7 @@ async function main(): Promise<void> {
   const applied = await runMigrations(container.pool);
   if (applied.length > 0) app.log.info({ migrations: applied }, 'migrations applied');
   await app.listen({ host: settings.SVC_HOST, port: settings.SVC_PORT });
-  const reconciler = startLiveReconciler(container, app.log);
+  const stopMaintenance = startMaintenance(container, app.log);
 
   let stopping = false;
   const shutdown = async (signal: NodeJS.Signals) => {
@@ -50,7 +33,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }, settings.SVC_SHUTDOWN_GRACE_MS);
     force.unref();
-    clearInterval(reconciler);
+    stopMaintenance();
     await app.close();
     await container.close();
     process.exit(0);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -10,13 +10,7 @@ afterAll(async () => {
 });
 
 const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, token: string, payload?: object) =>
-  ctx.app.inject({
-    method,
-    url,
-    headers: { authorization: `Bearer ${token}` },
-    remoteAddress: uniqueAddress(),
-    ...(payload ? { payload } : {}),
-  });
+  callWithKey(ctx.app, token, method, url, payload);
 
 /** ejabberd's question as the external-auth bridge sends it. */
 const ask = (body: object, secret = ctx.container.settings.SVC_INTERNAL_SECRET) =>

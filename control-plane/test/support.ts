@@ -84,3 +84,20 @@ export async function freePort(): Promise<number> {
   server.close();
   return port;
 }
+
+/** A keyed call through the app, as an integrator's server makes it, from an address of its own. */
+export function callWithKey(
+  app: App,
+  token: string,
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  url: string,
+  payload?: object,
+) {
+  return app.inject({
+    method,
+    url,
+    headers: { authorization: `Bearer ${token}` },
+    remoteAddress: uniqueAddress(),
+    ...(payload ? { payload } : {}),
+  });
+}

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { MINIO_EVENTS_PATH, MINIO_SHARED_SETTINGS } from '../src/servers/minio.js';
 
 /**
  * Static checks of compose.yaml, through docker-compose's own parser (`config` validates the file
@@ -33,6 +34,7 @@ interface ComposeService {
   depends_on?: string[] | Record<string, { condition?: string }>;
   environment?: Record<string, string | null>;
   networks?: Record<string, unknown> | string[];
+  volumes?: Array<string | { type?: string; source?: string; target?: string }>;
 }
 
 interface AddressPool {
@@ -115,6 +117,15 @@ function publishedHostAddresses(name: string): string[] {
     const parts = (port.split('/')[0] ?? port).split(':');
     return parts.length === 3 ? (parts[0] ?? '') : '';
   });
+}
+
+/** A service's named volumes as "source:target" (docker-compose prints either form). */
+function namedVolumes(name: string): string[] {
+  return (service(name).volumes ?? []).map((volume) =>
+    typeof volume === 'string'
+      ? volume.split(':').slice(0, 2).join(':')
+      : `${volume.source ?? ''}:${volume.target ?? ''}`,
+  );
 }
 
 /** IPv4 CIDR to [first, last] address as integers. */
@@ -252,6 +263,20 @@ describe('compose.yaml', () => {
     expect(livekit.rtc.use_external_ip).toBe(false);
   });
 
+  composeIt("posts MinIO's bucket events to the control plane, queued on their own volume", () => {
+    const minio = environment('minio');
+    expect(minio).toMatchObject({
+      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: `http://control-plane:8080${MINIO_EVENTS_PATH}`,
+      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: environment('control-plane').SVC_INTERNAL_SECRET,
+      MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_PRIMARY: '/queue',
+    });
+    expect(namedVolumes('minio').sort()).toEqual(['minio-data:/data', 'minio-queue:/queue']);
+    // The rest as the native runner has them.
+    expect(minio).toMatchObject(MINIO_SHARED_SETTINGS);
+    // MinIO starts before the control plane and queues events until it answers.
+    expect(service('minio').depends_on).toBeUndefined();
+  });
+
   composeIt('points the control plane at internal URLs and MinIO at the same S3 region', () => {
     const controlPlane = environment('control-plane');
     expect(controlPlane).toMatchObject({
@@ -269,6 +294,5 @@ describe('compose.yaml', () => {
     expect(minio.MINIO_SITE_REGION).toBe(controlPlane.SVC_S3_REGION);
     expect(minio.MINIO_ROOT_USER).toBe(controlPlane.SVC_S3_ACCESS_KEY);
     expect(minio.MINIO_ROOT_PASSWORD).toBe(controlPlane.SVC_S3_SECRET_KEY);
-    expect(minio.MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY).toBe(controlPlane.SVC_INTERNAL_SECRET);
   });
 });

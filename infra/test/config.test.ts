@@ -16,6 +16,7 @@ import { portMap } from '../src/ports.js';
 import type { StackSecrets } from '../src/secrets.js';
 import { renderEjabberdConfig, renderExtauthConfig } from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
+import { minio, minioEnvironment } from '../src/servers/minio.js';
 import { renderRedisConfig } from '../src/servers/redis.js';
 import { renderTemplate } from '../src/template.js';
 
@@ -125,6 +126,40 @@ describe('LiveKit config', () => {
     expect(config).toContain(`api_key: ${secrets.livekitApiKey}`);
     expect(config).toContain('urls: [http://127.0.0.1:48000/internal/livekit/webhook]');
     expect(config).not.toContain('{{');
+  });
+});
+
+describe('MinIO environment', () => {
+  const context = { profile: 'test' as const, paths: stackPaths('test', '/repo'), ports, secrets };
+  const env = minioEnvironment(context);
+
+  it('posts bucket events to the control plane with the internal secret as a bearer token', () => {
+    expect(env).toMatchObject({
+      MINIO_NOTIFY_WEBHOOK_ENABLE_PRIMARY: 'on',
+      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: 'http://127.0.0.1:48000/internal/minio/events',
+      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: secrets.internalSecret,
+      MINIO_NOTIFY_WEBHOOK_QUEUE_LIMIT_PRIMARY: '100000',
+      MINIO_API_SYNC_EVENTS: 'on',
+    });
+    // One word, or MinIO would send it verbatim instead of as "Bearer <token>".
+    expect(env.MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY).toMatch(/^\S+$/);
+  });
+
+  it('queues undelivered events in an absolute dir of the profile, outside the data dir', () => {
+    expect(env.MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_PRIMARY).toBe('/repo/.stack/test/data/minio-queue');
+    const args = minio.launch(context).args;
+    expect(args[1]).toBe('/repo/.stack/test/data/minio');
+  });
+
+  it('passes the credentials in the environment, never as arguments', () => {
+    const spec = minio.launch(context);
+    expect(spec.env).toMatchObject({
+      MINIO_ROOT_USER: secrets.minioRootUser,
+      MINIO_ROOT_PASSWORD: secrets.minioRootPassword,
+      MINIO_SITE_REGION: 'us-east-1',
+    });
+    expect(spec.args.join(' ')).not.toContain(secrets.minioRootPassword);
+    expect(spec.args.join(' ')).not.toContain(secrets.internalSecret);
   });
 });
 

@@ -1,0 +1,138 @@
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  PutBucketLifecycleConfigurationCommand,
+  PutBucketNotificationConfigurationCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+
+export interface S3Settings {
+  endpoint: string;
+  publicEndpoint: string;
+  region: string;
+  accessKey: string;
+  secretKey: string;
+  bucket: string;
+}
+
+/** The MinIO webhook target the runner and compose configure (MINIO_NOTIFY_WEBHOOK_*_PRIMARY). */
+export const NOTIFICATION_QUEUE_ARN = 'arn:minio:sqs::PRIMARY:webhook';
+
+function client(endpoint: string, settings: S3Settings): S3Client {
+  return new S3Client({
+    endpoint,
+    region: settings.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: settings.accessKey, secretAccessKey: settings.secretKey },
+    // The default (WHEN_SUPPORTED) bakes the CRC32 of an empty body into presigned PUT URLs.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+const notFound = (error: unknown) =>
+  error instanceof S3ServiceException &&
+  (error.$metadata.httpStatusCode === 404 || error.name === 'NotFound');
+
+/**
+ * The control plane's only client of MinIO. Two clients: the internal one talks to MinIO; the
+ * public one only signs URLs (no network), for the endpoint browsers reach, because a signature
+ * covers the host it was made for.
+ */
+export function createObjectStore(settings: S3Settings) {
+  const internal = client(settings.endpoint, settings);
+  const signer = client(settings.publicEndpoint, settings);
+  const Bucket = settings.bucket;
+
+  return {
+    /** Creates the bucket if needed, with its expiry rules and its event notifications. */
+    ensureBucket: async (rules: { testPrefix: string; testObjectDays: number }) => {
+      try {
+        await internal.send(new HeadBucketCommand({ Bucket }));
+      } catch (error) {
+        if (!notFound(error)) throw error;
+        await internal.send(new CreateBucketCommand({ Bucket }));
+      }
+      // The safety net behind the control plane's own sweeper: test objects go after their time.
+      await internal.send(
+        new PutBucketLifecycleConfigurationCommand({
+          Bucket,
+          LifecycleConfiguration: {
+            Rules: [
+              {
+                ID: 'expire-test-objects',
+                Status: 'Enabled',
+                Filter: { Prefix: rules.testPrefix },
+                Expiration: { Days: rules.testObjectDays },
+              },
+            ],
+          },
+        }),
+      );
+      await internal.send(
+        new PutBucketNotificationConfigurationCommand({
+          Bucket,
+          NotificationConfiguration: {
+            QueueConfigurations: [
+              { QueueArn: NOTIFICATION_QUEUE_ARN, Events: ['s3:ObjectCreated:*', 's3:ObjectRemoved:*'] },
+            ],
+          },
+        }),
+      );
+    },
+
+    /** A PUT URL with the Content-Type signed in: MinIO refuses the upload with any other type. */
+    presignUpload: (key: string, contentType: string, expiresIn: number) =>
+      getSignedUrl(signer, new PutObjectCommand({ Bucket, Key: key, ContentType: contentType }), {
+        expiresIn,
+        signableHeaders: new Set(['content-type']),
+      }),
+
+    /** A GET URL; with a filename, browsers save the file instead of showing it. */
+    presignDownload: (key: string, expiresIn: number, attachmentName?: string) =>
+      getSignedUrl(
+        signer,
+        new GetObjectCommand({
+          Bucket,
+          Key: key,
+          ...(attachmentName
+            ? {
+                ResponseContentDisposition: `attachment; filename*=UTF-8''${encodeURIComponent(attachmentName)}`,
+              }
+            : {}),
+        }),
+        { expiresIn },
+      ),
+
+    /** The real size of stored bytes, or null when nothing is there. */
+    sizeOf: async (key: string): Promise<number | null> => {
+      try {
+        const head = await internal.send(new HeadObjectCommand({ Bucket, Key: key }));
+        return head.ContentLength ?? 0;
+      } catch (error) {
+        if (notFound(error)) return null;
+        throw error;
+      }
+    },
+
+    /** The first bytes of an object, to recognise what it really is. */
+    firstBytes: async (key: string, count: number): Promise<Buffer> => {
+      const object = await internal.send(
+        new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
+      );
+      return Buffer.from(await object.Body!.transformToByteArray());
+    },
+
+    remove: async (key: string): Promise<void> => {
+      await internal.send(new DeleteObjectCommand({ Bucket, Key: key }));
+    },
+  };
+}
+
+export type ObjectStore = ReturnType<typeof createObjectStore>;

@@ -1,0 +1,235 @@
+import type { DatabasePool } from 'slonik';
+import type { ObjectStore } from '../../adapters/s3.js';
+import { ApiError, errors } from '../../http/errors.js';
+import { type Clock, utcDay } from '../../lib/clock.js';
+import { newId } from '../../lib/random.js';
+import type { Principal } from '../accounts/schema.js';
+import type { BillingService } from '../billing/service.js';
+import {
+  ACTIVE_DOCUMENT_NAME,
+  isAllowedContentType,
+  looksLikeActiveDocument,
+  PENDING_LIFETIME_MS,
+  type StorageObjectRow,
+  TEST_OBJECT_DAYS,
+  TEST_QUOTA_BYTES,
+  UPLOAD_URL_SECONDS,
+} from './schema.js';
+import { storageStore } from './store.js';
+
+/** How many bytes are read to recognise an HTML or SVG document sent under another type. */
+const SNIFF_BYTES = 512;
+const SWEEP_BATCH = 500;
+
+export function present(row: StorageObjectRow) {
+  return {
+    id: row.id,
+    status: row.status,
+    name: row.name,
+    content_type: row.content_type,
+    size_bytes: row.size_bytes ?? row.declared_size,
+    metadata: row.metadata,
+    created_at: row.created_at.toISOString(),
+    completed_at: row.completed_at?.toISOString() ?? null,
+  };
+}
+
+const encodeCursor = (row: StorageObjectRow) =>
+  Buffer.from(`${row.created_at.toISOString()}|${row.id}`).toString('base64url');
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  const [at = '', id = ''] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const createdAt = new Date(at);
+  if (Number.isNaN(createdAt.getTime()) || !id) {
+    throw errors.validation([{ in: 'query', field: 'cursor', message: 'is not a cursor this API gave out' }]);
+  }
+  return { createdAt, id };
+}
+
+const refusedType = (contentType: string) =>
+  errors.validation([
+    {
+      in: 'body',
+      field: 'content_type',
+      message: `${contentType} is not accepted: images, MP4/WebM/QuickTime/Matroska video, audio, PDF, JSON, CSV, plain text, WebVTT and ZIP are; HTML and SVG never`,
+    },
+  ]);
+
+const conflict = (message: string) => new ApiError('conflict', message);
+
+/** Object keys: the key mode first, so lifecycle rules can target test objects by prefix. */
+export const storageKeyOf = (mode: string, appId: string, objectId: string) => `${mode}/${appId}/${objectId}`;
+
+export function createStorageService(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  objects: ObjectStore;
+  billing: BillingService;
+}) {
+  async function requireObject(principal: Principal, id: string): Promise<StorageObjectRow> {
+    const row = await storageStore(deps.pool).find(id, principal.appId, principal.mode);
+    if (!row) throw errors.notFound(`Object ${id}`);
+    return row;
+  }
+
+  async function removeObject(row: StorageObjectRow): Promise<void> {
+    await deps.objects.remove(row.storage_key);
+    await storageStore(deps.pool).delete(row.id);
+  }
+
+  return {
+    /** Reserves an upload (priced per upload) and signs the PUT URL for the public endpoint. */
+    reserveUpload: async (
+      principal: Principal,
+      input: { name: string; content_type: string; size_bytes: number; metadata?: Record<string, string> },
+    ) => {
+      if (!isAllowedContentType(input.content_type)) throw refusedType(input.content_type);
+      if (ACTIVE_DOCUMENT_NAME.test(input.name)) {
+        throw errors.validation([
+          { in: 'body', field: 'name', message: 'HTML and SVG files are not accepted' },
+        ]);
+      }
+      const id = newId('obj');
+      const storageKey = storageKeyOf(principal.mode, principal.appId, id);
+      const { result: row, costMicros } = await deps.billing.charge(
+        principal,
+        [{ product: 'storage', metric: 'uploads', quantity: 1 }],
+        async (tx) => {
+          const store = storageStore(tx);
+          if (principal.mode === 'test') {
+            await store.lockQuota(principal.appId, principal.mode);
+            const used = await store.usedBytes(principal.appId, principal.mode);
+            if (used + input.size_bytes > TEST_QUOTA_BYTES) {
+              throw new ApiError(
+                'permission_error',
+                `Test keys store at most 1 GB per app; ${Math.max(0, TEST_QUOTA_BYTES - used)} bytes are left`,
+                { code: 'QUOTA_EXCEEDED' },
+              );
+            }
+          }
+          return store.insert({
+            id,
+            appId: principal.appId,
+            accountId: principal.accountId,
+            mode: principal.mode,
+            name: input.name,
+            contentType: input.content_type,
+            declaredSize: input.size_bytes,
+            metadata: input.metadata ?? {},
+            storageKey,
+            at: deps.clock.now(),
+          });
+        },
+      );
+      const uploadUrl = await deps.objects.presignUpload(storageKey, input.content_type, UPLOAD_URL_SECONDS);
+      return {
+        costMicros,
+        body: {
+          object: present(row),
+          upload_url: uploadUrl,
+          upload_method: 'PUT' as const,
+          upload_headers: { 'Content-Type': input.content_type },
+          expires_in: UPLOAD_URL_SECONDS,
+        },
+      };
+    },
+
+    /** Checks the bytes are in MinIO at their declared size, and makes the object ready. */
+    complete: async (principal: Principal, id: string) => {
+      const row = await requireObject(principal, id);
+      if (row.status === 'ready') return present(row);
+      const size = await deps.objects.sizeOf(row.storage_key);
+      if (size === null) throw conflict('The upload has not arrived: PUT the file to upload_url first');
+      if (size !== row.declared_size) {
+        throw conflict(
+          `The uploaded file has ${size} bytes but ${row.declared_size} were declared; upload it again`,
+        );
+      }
+      if (looksLikeActiveDocument(await deps.objects.firstBytes(row.storage_key, SNIFF_BYTES))) {
+        // Refused whole: bytes and record go, whatever type the file was declared with.
+        await removeObject(row);
+        throw errors.validation([
+          { in: 'body', field: '(file)', message: 'is HTML or SVG, which is not accepted' },
+        ]);
+      }
+      return present(await storageStore(deps.pool).markReady(row.id, size, deps.clock.now()));
+    },
+
+    /** A ready object with a signed read URL (priced per URL). */
+    read: async (principal: Principal, id: string, query: { expires_in: number; download: boolean }) => {
+      const row = await requireObject(principal, id);
+      if (row.status !== 'ready')
+        throw conflict('The object is pending: complete the upload before reading it');
+      const { result: url, costMicros } = await deps.billing.charge(
+        principal,
+        [{ product: 'storage', metric: 'signed_urls', quantity: 1 }],
+        async () =>
+          deps.objects.presignDownload(
+            row.storage_key,
+            query.expires_in,
+            query.download ? row.name : undefined,
+          ),
+      );
+      return { costMicros, body: { ...present(row), url, expires_in: query.expires_in } };
+    },
+
+    list: async (
+      principal: Principal,
+      query: { limit: number; cursor?: string; status?: 'pending' | 'ready' },
+    ) => {
+      const rows = await storageStore(deps.pool).page({
+        appId: principal.appId,
+        mode: principal.mode,
+        limit: query.limit + 1,
+        ...(query.status ? { status: query.status } : {}),
+        ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+      });
+      const items = rows.slice(0, query.limit);
+      return {
+        items: items.map(present),
+        next_cursor: rows.length > query.limit ? encodeCursor(items[items.length - 1]!) : null,
+      };
+    },
+
+    /** Removes the bytes and the record: URLs already issued stop working. */
+    remove: async (principal: Principal, id: string) => {
+      await removeObject(await requireObject(principal, id));
+      return { id, deleted: true as const };
+    },
+
+    /** MinIO reported an object gone (a lifecycle rule, an operator): its record goes too. */
+    forgetRemovedKey: (storageKey: string) => storageStore(deps.pool).deleteByKey(storageKey),
+
+    /** Pending uploads older than a day and test objects older than 7 days: bytes and records. */
+    sweep: async (): Promise<number> => {
+      const now = deps.clock.now().getTime();
+      const expired = await storageStore(deps.pool).expired(
+        new Date(now - PENDING_LIFETIME_MS),
+        new Date(now - TEST_OBJECT_DAYS * 86_400_000),
+        SWEEP_BATCH,
+      );
+      for (const row of expired) await removeObject(row);
+      return expired.length;
+    },
+
+    /** Meters the bytes each app keeps today, once per app, mode and UTC day (as byte-days). */
+    meterStoredBytes: async (): Promise<number> => {
+      const day = utcDay(deps.clock.now());
+      let metered = 0;
+      for (const stored of await storageStore(deps.pool).unmeteredStoredBytes(day)) {
+        await deps.pool.transaction(async (tx) => {
+          if (!(await storageStore(tx).claimMeteredDay(stored.app_id, stored.mode, day))) return;
+          await deps.billing.meterAfter(
+            { accountId: stored.account_id, appId: stored.app_id, mode: stored.mode },
+            [{ product: 'storage', metric: 'gb_days', quantity: stored.bytes }],
+            tx,
+          );
+          metered += 1;
+        });
+      }
+      return metered;
+    },
+  };
+}
+
+export type StorageService = ReturnType<typeof createStorageService>;
