@@ -297,3 +297,54 @@ describe('expiry', () => {
     ctx.clock.set(new Date());
   });
 });
+
+describe('storage metering', () => {
+  it('prices each upload and each signed URL, and meters stored bytes once a day', async () => {
+    const priced = await startTestApp({
+      settings: { SVC_FREE_ALLOWANCES: 'storage.uploads=0,storage.signed_urls=0,storage.gb_days=0' },
+    });
+    try {
+      priced.clock.set('2026-09-10T12:00:00Z');
+      const { token, account } = await createCustomer(priced.container, {
+        mode: 'live',
+        balanceMicros: 1_000_000,
+      });
+      const send = (method: 'GET' | 'POST', url: string, payload?: object) =>
+        callWithKey(priced.app, token, method, url, payload);
+      const bytes = Buffer.alloc(2_500_000, 7);
+      const reserved = await send('POST', '/v1/storage/uploads', {
+        name: 'a.pdf',
+        content_type: 'application/pdf',
+        size_bytes: bytes.length,
+      });
+      expect(reserved.headers['x-svc-cost-usd']).toBe('0.000100');
+      const upload = reserved.json() as Upload;
+      await put(upload, bytes);
+      await send('POST', `/v1/storage/objects/${upload.object.id}/complete`);
+      expect((await send('GET', `/v1/storage/objects/${upload.object.id}`)).headers['x-svc-cost-usd']).toBe(
+        '0.000010',
+      );
+
+      await priced.container.storage.meterStoredBytes();
+      await priced.container.storage.meterStoredBytes();
+      priced.clock.set('2026-09-11T00:00:01Z');
+      await priced.container.storage.meterStoredBytes();
+      const usage = await priced.container.billing.usageReport(account.id, 'live', 2);
+      const stored = usage.usage.filter((row) => row.metric === 'gb_days');
+      expect(stored.map((row) => [row.day, row.quantity])).toEqual([
+        ['2026-09-11', 0.0025],
+        ['2026-09-10', 0.0025],
+      ]);
+      expect(usage.usage.find((row) => row.metric === 'uploads')).toMatchObject({
+        quantity: 1,
+        cost_micros: 100,
+      });
+      expect(usage.usage.find((row) => row.metric === 'signed_urls')).toMatchObject({
+        quantity: 1,
+        cost_micros: 10,
+      });
+    } finally {
+      await priced.close();
+    }
+  });
+});
