@@ -3,7 +3,7 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
 import type { Container } from './container.js';
-import { requireSecretKey } from './http/auth.js';
+import { requirePublishableKey, requireSecretKey } from './http/auth.js';
 import { setCostHeader } from './http/context.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { requireInternalSecret } from './http/internal-auth.js';
@@ -14,6 +14,7 @@ import { chatCallbackRoutes, chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes, liveWebhookRoutes } from './modules/live/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
+import { shieldReportRoutes, shieldTicketRoutes } from './modules/shield/routes.js';
 import { storageEventRoutes, storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 
@@ -79,6 +80,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
         securitySchemes: {
           bearerKey: { type: 'http', scheme: 'bearer', description: 'Secret key: svc_live_… or svc_test_…' },
           apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+          publishableKey: { type: 'apiKey', in: 'header', name: 'X-Publishable-Key' },
         },
       },
     },
@@ -93,6 +95,11 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   });
   // LiveKit signs its webhooks itself.
   await app.register(liveWebhookRoutes, { live: container.live });
+  // The one endpoint clients call, with the publishable key.
+  await app.register(async (publishable) => {
+    requirePublishableKey(publishable, { accounts: container.accounts, limits: container.limits });
+    await publishable.register(shieldTicketRoutes, { shield: container.shield });
+  });
   // The keyed scope: every route registered inside passes the shared key pipeline first.
   await app.register(async (keyed) => {
     requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
@@ -103,6 +110,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     await keyed.register(chatRoutes, { chat: container.chat });
     await keyed.register(liveRoutes, { live: container.live });
     await keyed.register(storageRoutes, { storage: container.storage });
+    await keyed.register(shieldReportRoutes, { shield: container.shield });
     for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
   });
   return app;

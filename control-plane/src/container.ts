@@ -19,6 +19,7 @@ import {
   parseConfiguredPricing,
 } from './modules/pricing/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
+import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
@@ -35,6 +36,7 @@ export interface Container {
   chat: ChatService;
   live: LiveService;
   storage: StorageService;
+  shield: ShieldService;
   objects: ObjectStore;
   limits: RequestLimits;
   probes: Record<string, Probe>;
@@ -115,6 +117,7 @@ export async function createContainer(
     live,
     objects,
     storage: createStorageService({ pool, clock, objects, billing }),
+    shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_INTERNAL_SECRET }),
     limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AccountsService, KeyRefusal } from '../modules/accounts/service.js';
+import type { AccountsService, KeyCheck, KeyRefusal } from '../modules/accounts/service.js';
 import { errors } from './errors.js';
 import type { RequestLimits } from './limits.js';
 
@@ -8,6 +8,7 @@ const REFUSAL_MESSAGES: Record<KeyRefusal, string> = {
   publishable: 'publishable keys (pk_…) are accepted only by the shield ticket endpoint',
   unknown: 'no such key',
   revoked: 'the key has been revoked',
+  secret: 'a secret key (svc_…) must never be sent from a client: use the app’s publishable key (pk_…)',
 };
 
 /** The secret key of a request: `Authorization: Bearer <key>` first, else `X-API-Key`. */
@@ -21,22 +22,46 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return Array.isArray(apiKey) ? apiKey[0] : apiKey;
 }
 
+/** Which key an endpoint takes, and where the request carries it. */
+interface KeyRule {
+  read(request: FastifyRequest): string | undefined;
+  check(accounts: AccountsService, token: string): Promise<KeyCheck>;
+  missing(): Error;
+}
+
+const SECRET_KEY: KeyRule = {
+  read: presentedKey,
+  check: (accounts, token) => accounts.checkSecretKey(token),
+  missing: errors.missingKey,
+};
+
+const PUBLISHABLE_KEY: KeyRule = {
+  read: (request) => {
+    const header = request.headers['x-publishable-key'];
+    return Array.isArray(header) ? header[0] : header;
+  },
+  check: (accounts, token) => accounts.checkPublishableKey(token),
+  missing: () => errors.invalidKey('send the publishable key (pk_live_… or pk_test_…) in X-Publishable-Key'),
+};
+
 /**
  * The pipeline every keyed endpoint shares: address lockout, key check, daily cap. Registered as an
  * onRequest hook of the keyed scope, so it runs before body parsing and validation: a refused
  * request does no work at all.
  */
-export function requireSecretKey(
+function requireKey(
   app: FastifyInstance,
+  rule: KeyRule,
   deps: { accounts: AccountsService; limits: RequestLimits },
 ) {
   app.addHook('onRequest', async (request, reply) => {
+    if (request.method === 'OPTIONS') return;
     const lockedFor = await deps.limits.lockoutSecondsLeft(request.ip);
     if (lockedFor > 0) throw errors.lockedOut(lockedFor);
 
-    const token = presentedKey(request);
-    if (token === undefined || token === '') throw errors.missingKey();
-    const check = await deps.accounts.checkSecretKey(token);
+    const token = rule.read(request);
+    if (token === undefined || token === '') throw rule.missing();
+    const check = await rule.check(deps.accounts, token);
     if (!check.ok) {
       await deps.limits.recordInvalidKey(request.ip);
       throw errors.invalidKey(REFUSAL_MESSAGES[check.refusal]);
@@ -54,3 +79,13 @@ export function requireSecretKey(
     request.principal = check.principal;
   });
 }
+
+export const requireSecretKey = (
+  app: FastifyInstance,
+  deps: { accounts: AccountsService; limits: RequestLimits },
+) => requireKey(app, SECRET_KEY, deps);
+
+export const requirePublishableKey = (
+  app: FastifyInstance,
+  deps: { accounts: AccountsService; limits: RequestLimits },
+) => requireKey(app, PUBLISHABLE_KEY, deps);

@@ -19,7 +19,7 @@ export class AccountsError extends Error {
 }
 
 /** Why a presented key was refused: each case gets its own 401 message. */
-export type KeyRefusal = 'malformed' | 'publishable' | 'unknown' | 'revoked';
+export type KeyRefusal = 'malformed' | 'publishable' | 'secret' | 'unknown' | 'revoked';
 
 export type KeyCheck = { ok: true; principal: Principal } | { ok: false; refusal: KeyRefusal };
 
@@ -34,6 +34,29 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
     const app = await accountsStore(db).findApp(appId);
     if (!app) throw new AccountsError(`no app ${appId}`);
     return app;
+  }
+
+  /** The database finds the row by hash; the hash is then compared in constant time. */
+  async function checkKey(token: string, kind: KeyKind): Promise<KeyCheck> {
+    const match = KEY_PATTERN.exec(token);
+    if (!match) return { ok: false, refusal: 'malformed' };
+    const presented = match[1] === 'pk' ? 'publishable' : 'secret';
+    if (presented !== kind) return { ok: false, refusal: presented };
+    const hash = sha256(token);
+    const row = await store.findPrincipalByTokenHash(hash);
+    if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
+    if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
+    return {
+      ok: true,
+      principal: {
+        keyId: row.key_id,
+        appId: row.app_id,
+        accountId: row.account_id,
+        mode: row.mode,
+        plan: row.plan,
+        dailyRequestCap: dailyRequestCap(row.plan, row.daily_request_cap),
+      },
+    };
   }
 
   return {
@@ -106,28 +129,11 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
       return key;
     },
 
-    /** Resolves a secret key. The database finds the row by hash; the hash is then compared in constant time. */
-    checkSecretKey: async (token: string): Promise<KeyCheck> => {
-      const match = KEY_PATTERN.exec(token);
-      if (!match) return { ok: false, refusal: 'malformed' };
-      if (match[1] === 'pk') return { ok: false, refusal: 'publishable' };
-      const hash = sha256(token);
-      const row = await store.findPrincipalByTokenHash(hash);
-      if (row?.kind !== 'secret' || !digestsEqual(row.token_hash, hash))
-        return { ok: false, refusal: 'unknown' };
-      if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
-      return {
-        ok: true,
-        principal: {
-          keyId: row.key_id,
-          appId: row.app_id,
-          accountId: row.account_id,
-          mode: row.mode,
-          plan: row.plan,
-          dailyRequestCap: dailyRequestCap(row.plan, row.daily_request_cap),
-        },
-      };
-    },
+    /** Resolves a secret key (svc_…). */
+    checkSecretKey: (token: string) => checkKey(token, 'secret'),
+
+    /** Resolves a publishable key (pk_…), the only kind a client may send. */
+    checkPublishableKey: (token: string) => checkKey(token, 'publishable'),
   };
 }
 

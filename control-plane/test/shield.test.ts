@@ -1,0 +1,203 @@
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyShieldTicket } from '../src/modules/shield/verify.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+const BROWSER =
+  'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36';
+
+async function shieldApp() {
+  const customer = await createCustomer(ctx.container);
+  const settings = (await callWithKey(ctx.app, customer.token, 'POST', '/v1/realtime/app')).json();
+  return {
+    ...customer,
+    publishable: settings.publishable_key as string,
+    secret: settings.shield_secret as string,
+  };
+}
+
+const ticket = (key: string, body: object, options: { address?: string; userAgent?: string } = {}) =>
+  ctx.app.inject({
+    method: 'POST',
+    url: '/v1/realtime/shield/ticket',
+    headers: {
+      'x-publishable-key': key,
+      'user-agent': options.userAgent ?? BROWSER,
+      origin: 'https://app.example',
+    },
+    remoteAddress: options.address ?? uniqueAddress(),
+    payload: body,
+  });
+
+describe('POST /v1/realtime/shield/ticket', () => {
+  it('issues a ticket the integrator verifies offline, in Node and in Python', async () => {
+    const { publishable, secret, app } = await shieldApp();
+    const response = await ticket(publishable, { subject: 'viewer-1', scope: 'stream-9' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['access-control-allow-origin']).toBe('*');
+    const issued = response.json();
+    expect(issued).toMatchObject({ verdict: 'ok', reason: '', expires_at: expect.any(Number) });
+    const now = Math.floor(Date.now() / 1000);
+    expect(issued.expires_at - now).toBeGreaterThan(290);
+    expect(issued.expires_at - now).toBeLessThanOrEqual(300);
+
+    const verified = verifyShieldTicket(issued.ticket, { secret, subject: 'viewer-1', scope: 'stream-9' });
+    expect(verified).toEqual({
+      ok: true,
+      payload: { a: app.id, s: 'viewer-1', c: 'stream-9', v: 'ok', e: issued.expires_at },
+    });
+
+    // An independent implementation: Python's hmac, as the README shows it.
+    const python = `
+import base64, hashlib, hmac, json, sys
+secret, ticket = sys.argv[1], sys.argv[2]
+payload, signature = ticket.split('.')
+expected = base64.urlsafe_b64encode(hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest()).rstrip(b'=').decode()
+claims = json.loads(base64.urlsafe_b64decode(payload + '=' * (-len(payload) % 4)))
+print(json.dumps({"valid": hmac.compare_digest(expected, signature), "s": claims["s"], "v": claims["v"]}))`;
+    const output = execFileSync('python3', ['-c', python, secret, issued.ticket], { encoding: 'utf8' });
+    expect(JSON.parse(output)).toEqual({ valid: true, s: 'viewer-1', v: 'ok' });
+    expect(
+      JSON.parse(execFileSync('python3', ['-c', python, `${secret}x`, issued.ticket], { encoding: 'utf8' }))
+        .valid,
+    ).toBe(false);
+  });
+
+  it('is refused by the verifier for each wrong thing', async () => {
+    const { publishable, secret } = await shieldApp();
+    const issued = (await ticket(publishable, { subject: 's', scope: 'c' })).json();
+    const [payload, signature] = issued.ticket.split('.');
+    const expect_ = { secret, subject: 's', scope: 'c' };
+    expect(verifyShieldTicket(`${payload}.${signature.slice(0, -2)}AA`, expect_)).toEqual({
+      ok: false,
+      reason: 'bad_signature',
+    });
+    expect(verifyShieldTicket(issued.ticket, { ...expect_, secret: 'other' })).toEqual({
+      ok: false,
+      reason: 'bad_signature',
+    });
+    expect(verifyShieldTicket(issued.ticket, { ...expect_, subject: 't' })).toEqual({
+      ok: false,
+      reason: 'other_subject',
+    });
+    expect(verifyShieldTicket(issued.ticket, { ...expect_, scope: 'd' })).toEqual({
+      ok: false,
+      reason: 'other_scope',
+    });
+    expect(verifyShieldTicket(issued.ticket, { ...expect_, nowSeconds: issued.expires_at })).toEqual({
+      ok: false,
+      reason: 'expired',
+    });
+    expect(verifyShieldTicket('garbage', expect_)).toEqual({ ok: false, reason: 'malformed' });
+    const bot = (await ticket(publishable, { subject: 's', scope: 'c' }, { userAgent: 'curl/8.5.0' })).json();
+    expect(bot.verdict).toBe('bot');
+    expect(verifyShieldTicket(bot.ticket, expect_)).toEqual({ ok: false, reason: 'not_ok' });
+  });
+
+  it('turns suspicious past 6 viewers and block past 20, per address and scope', async () => {
+    const { publishable } = await shieldApp();
+    const address = uniqueAddress();
+    const verdictOf = async (viewer: number, scope = 'live-1') =>
+      (await ticket(publishable, { subject: `viewer-${viewer}`, scope }, { address })).json().verdict;
+    for (let viewer = 1; viewer <= 6; viewer += 1)
+      expect(await verdictOf(viewer), `viewer ${viewer}`).toBe('ok');
+    expect(await verdictOf(1)).toBe('ok');
+    expect(await verdictOf(7)).toBe('suspicious');
+    for (let viewer = 8; viewer <= 20; viewer += 1) expect(await verdictOf(viewer)).toBe('suspicious');
+    expect(await verdictOf(21)).toBe('block');
+    expect(await verdictOf(1, 'another-scope')).toBe('ok');
+  });
+
+  it('calls automation by its user agent a bot', async () => {
+    const { publishable } = await shieldApp();
+    for (const agent of [
+      'Mozilla/5.0 HeadlessChrome/126.0',
+      'python-requests/2.31',
+      'Googlebot/2.1',
+      'node-fetch/1.0',
+    ]) {
+      expect(
+        (await ticket(publishable, { subject: 's', scope: 'c' }, { userAgent: agent })).json().verdict,
+        agent,
+      ).toBe('bot');
+    }
+  });
+
+  it('answers the 121st ticket in a minute from one address with 429 and no ticket', async () => {
+    const { publishable } = await shieldApp();
+    const address = uniqueAddress();
+    for (let i = 1; i <= 120; i += 1) {
+      expect((await ticket(publishable, { subject: `s${i % 5}`, scope: 'c' }, { address })).statusCode).toBe(
+        200,
+      );
+    }
+    const over = await ticket(publishable, { subject: 's', scope: 'c' }, { address });
+    expect(over.statusCode).toBe(429);
+    expect(over.json()).toEqual({
+      error: { type: 'rate_limited', message: expect.stringMatching(/120 tickets a minute/) },
+    });
+  });
+
+  it('refuses a secret key in X-Publishable-Key, and a missing key', async () => {
+    const { token } = await shieldApp();
+    const secret = await ticket(token, { subject: 's', scope: 'c' });
+    expect(secret.statusCode).toBe(401);
+    expect(secret.json().error.message).toMatch(/secret key .* must never be sent from a client/);
+    expect((await ticket('', { subject: 's', scope: 'c' })).json().error.message).toMatch(
+      /X-Publishable-Key/,
+    );
+  });
+
+  it('validates subject and scope, and answers CORS preflights', async () => {
+    const { publishable } = await shieldApp();
+    for (const body of [
+      { scope: 'c' },
+      { subject: 's' },
+      { subject: '', scope: 'c' },
+      { subject: 's'.repeat(257), scope: 'c' },
+    ]) {
+      expect((await ticket(publishable, body)).statusCode).toBe(422);
+    }
+    const preflight = await ctx.app.inject({
+      method: 'OPTIONS',
+      url: '/v1/realtime/shield/ticket',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('*');
+    expect(preflight.headers['access-control-allow-headers']).toMatch(/x-publishable-key/);
+  });
+});
+
+describe('GET /v1/realtime/shield/report', () => {
+  it('counts verdicts and ranks the busiest addresses, hashed, never raw', async () => {
+    const { publishable, token } = await shieldApp();
+    const busy = uniqueAddress();
+    for (let viewer = 1; viewer <= 8; viewer += 1)
+      await ticket(publishable, { subject: `v${viewer}`, scope: 'show' }, { address: busy });
+    await ticket(publishable, { subject: 'x', scope: 'show' }, { userAgent: 'curl/8' });
+    const report = await callWithKey(ctx.app, token, 'GET', '/v1/realtime/shield/report?days=30');
+    expect(report.statusCode).toBe(200);
+    const body = report.json();
+    expect(body.verdicts).toEqual({ ok: 6, suspicious: 2, bot: 1, block: 0 });
+    expect(body.busiest_addresses[0]).toEqual({
+      scope: 'show',
+      address: expect.stringMatching(/^[0-9a-f]{12}$/),
+      viewers: 8,
+      hits: 8,
+    });
+    expect(report.body).not.toContain(busy);
+    for (const days of [0, 31])
+      expect(
+        (await callWithKey(ctx.app, token, 'GET', `/v1/realtime/shield/report?days=${days}`)).statusCode,
+      ).toBe(422);
+  });
+});
