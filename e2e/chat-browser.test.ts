@@ -1,11 +1,9 @@
 /** A web page logs in to ejabberd with a minted credential and talks with a Node client. */
 import { createRequire } from 'node:module';
 import { xml } from '@xmpp/client';
-import type { Browser } from 'playwright';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Container } from '../control-plane/src/container.js';
-import { launchChromium, servePages } from './support/browser.js';
-import { api, createCustomer, openContainer } from './support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { useWebApp } from './support/browser.js';
+import { api, createCustomer } from './support/stack.js';
 import { bodyOf, type ChatCredential, connect } from './support/xmpp.js';
 
 /** xmpp.js's browser build (UMD, exposes window.XMPP), served by the page's own origin. */
@@ -31,33 +29,21 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>chat</title>
   };
 </script>`;
 
-let container: Container;
-let browser: Browser;
-let pages: Awaited<ReturnType<typeof servePages>>;
-beforeAll(async () => {
-  container = await openContainer();
-  browser = await launchChromium();
-  pages = await servePages({
-    '/': { type: 'text/html', body: PAGE },
-    '/xmpp.min.js': { type: 'text/javascript', file: XMPP_BROWSER_BUILD },
-  });
-});
-afterAll(async () => {
-  await browser?.close();
-  pages?.server.close();
-  await container.close();
+const web = useWebApp({
+  '/': { type: 'text/html', body: PAGE },
+  '/xmpp.min.js': { type: 'text/javascript', file: XMPP_BROWSER_BUILD },
 });
 
 describe('a browser client', () => {
   it('logs in over WebSocket with a minted credential and exchanges messages with a Node client', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(web.container);
     const mint = async (userId: string) =>
       (await api<ChatCredential>(customer, 'POST', '/v1/realtime/chat/tokens', { user_id: userId })).body;
     const webUser = await mint('web-user');
     const nodeUser = await connect(await mint('node-user'));
     try {
-      const page = await browser.newPage();
-      await page.goto(pages.url);
+      const page = await web.browser.newPage();
+      await page.goto(web.url);
       expect(
         await page.evaluate(
           (credential) => (window as unknown as { login(c: unknown): Promise<boolean> }).login(credential),

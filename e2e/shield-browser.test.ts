@@ -3,11 +3,9 @@
  * announces itself in its user agent and gets "bot"; the same page with an ordinary browser's user
  * agent gets "ok".
  */
-import type { Browser } from 'playwright';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Container } from '../control-plane/src/container.js';
-import { launchChromium, servePages } from './support/browser.js';
-import { api, createCustomer, openContainer, stackSettings } from './support/stack.js';
+import { describe, expect, it } from 'vitest';
+import { useWebApp } from './support/browser.js';
+import { api, createCustomer, stackSettings } from './support/stack.js';
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>shield</title>
 <script>
@@ -24,29 +22,17 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>shield</title>
 const ORDINARY_BROWSER =
   'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36';
 
-let container: Container;
-let browser: Browser;
-let pages: Awaited<ReturnType<typeof servePages>>;
-beforeAll(async () => {
-  container = await openContainer();
-  browser = await launchChromium();
-  pages = await servePages({ '/': { type: 'text/html', body: PAGE } });
-});
-afterAll(async () => {
-  await browser?.close();
-  pages?.server.close();
-  await container.close();
-});
+const web = useWebApp({ '/': { type: 'text/html', body: PAGE } });
 
 describe('a shield ticket fetched from a web page', () => {
   it('says bot for headless Chromium and ok for an ordinary browser', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(web.container);
     const { body: settings } = await api<{ publishable_key: string }>(customer, 'POST', '/v1/realtime/app');
     const ask = async (userAgent?: string) => {
-      const context = await browser.newContext(userAgent ? { userAgent } : {});
+      const context = await web.browser.newContext(userAgent ? { userAgent } : {});
       try {
         const page = await context.newPage();
-        await page.goto(pages.url);
+        await page.goto(web.url);
         return await page.evaluate(
           ([base, key]) =>
             (
