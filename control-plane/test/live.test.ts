@@ -187,11 +187,12 @@ describe('POST /v1/realtime/live/tokens', () => {
   });
 });
 
-describe('LiveKit webhooks', () => {
-  async function room(token: string, name: string) {
-    return (await mint(token, { room: name, identity: 'x' })).json().room as string;
-  }
+/** The app-scoped LiveKit room a token is minted for. */
+async function room(token: string, name: string) {
+  return (await mint(token, { room: name, identity: 'x' })).json().room as string;
+}
 
+describe('LiveKit webhooks', () => {
   it('meter a publisher’s minutes at the higher of the declared and the published quality, once', async () => {
     const { token, account } = await createCustomer(ctx.container);
     const name = await room(token, 'stage');
@@ -304,8 +305,4 @@ describe('reconciliation', () => {
     expect(await usageRows(account.id)).toEqual([expect.objectContaining({ quantity: 2 })]);
     ctx.clock.set(new Date());
   });
-
-  async function room(token: string, roomName: string) {
-    return (await mint(token, { room: roomName, identity: 'x' })).json().room as string;
-  }
 });

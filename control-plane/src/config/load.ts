@@ -25,8 +25,8 @@ export function loadSettings(env: NodeJS.ProcessEnv): Settings {
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith('SVC_') || value === undefined || value === '') continue;
     if (known.has(name)) raw[name] = value;
-    else if (!name.startsWith('SVC_STACK_') && !name.startsWith('SVC_TEST_'))
-      problems.push(`${name}: unknown setting`);
+    // SVC_STACK_* belongs to the stack runner (e.g. SVC_STACK_PORT_BASE), not to the control plane.
+    else if (!name.startsWith('SVC_STACK_')) problems.push(`${name}: unknown setting`);
   }
   const candidate = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw)) as Partial<Settings>;
   for (const error of checker.Errors(candidate)) {
