@@ -19,7 +19,7 @@ const concurrency = Number(process.argv[3] ?? 16);
 const container = await createContainer(loadSettings(process.env));
 await runMigrations(container.pool);
 await createPricedProbeTable(container);
-const app = await buildApp(container, { logger: false, keyedRoutes: [pricedProbe(container)] });
+const app = await buildApp(container, { logger: false, routes: pricedProbe() });
 await app.ready();
 
 async function liveKeys(count: number): Promise<string[]> {

@@ -5,7 +5,7 @@
 import { xml } from '@xmpp/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Container } from '../control-plane/src/container.js';
-import { api, type Customer, createCustomer, openContainer } from './support/stack.js';
+import { api, type Customer, createCustomer, meterNow, openContainer } from './support/stack.js';
 import {
   archive,
   bodyOf,
@@ -108,19 +108,23 @@ describe('chat on ejabberd', () => {
     expect(await loginFailure(credential)).toBe('not-authorized');
   });
 
-  it('refuses a new user of a live app whose balance cannot pay for a monthly active user', async () => {
+  it('refuses every login of a live app whose balance is empty, and takes them again after a top-up', async () => {
     const customer = await createCustomer(container, { mode: 'live', balanceMicros: 1 });
-    // This month's free monthly active users are used up, so the next one costs more than the balance.
+    const credential = await mint(customer, 'newcomer');
+    expect(await loginFailure(credential)).toBeNull();
+    // Usage metered afterwards takes the balance below zero (what is owed): logins are refused.
     const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
-    const allowance = (await container.pricing.priceTable()).get('chat.monthly_active_users')!.allowance;
-    for (let i = 0; i < allowance; i += 1) await container.billing.recordChatLogin(payer, `earlier-${i}`);
-    expect(await loginFailure(await mint(customer, 'newcomer'))).toBe('not-authorized');
+    await meterNow(container, payer, [{ product: 'writes', metric: 'calls', quantity: 1 }]);
+    expect(await loginFailure(credential)).toBe('not-authorized');
+    await container.billing.topUp({ accountId: customer.account.id, amountMicros: 1_000, reference: 'back' });
+    expect(await loginFailure(credential)).toBeNull();
   });
 
   it('counts one monthly active user however often the user logs in', async () => {
     const customer = await createCustomer(container);
     const credential = await mint(customer, 'eve');
     for (let i = 0; i < 3; i += 1) expect(await loginFailure(credential)).toBeNull();
+    await container.accrual.flush();
     const usage = await api<{ usage: { product: string; quantity: number }[] }>(
       customer,
       'GET',

@@ -7,7 +7,14 @@ import { TrackSource } from 'livekit-server-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Container } from '../control-plane/src/container.js';
 import { disposeLiveKit, join, joinFailure, type LiveParticipant, roomService } from './support/livekit.js';
-import { api, type Customer, createCustomer, openContainer, stackSettings } from './support/stack.js';
+import {
+  api,
+  type Customer,
+  createCustomer,
+  meterNow,
+  openContainer,
+  stackSettings,
+} from './support/stack.js';
 
 type StackCustomer = Awaited<ReturnType<typeof createCustomer>>;
 
@@ -87,9 +94,9 @@ async function priceBeyondAllowance(
   product: string,
   metric: string,
 ): Promise<number> {
-  const price = (await container.pricing.priceTable()).get(`${product}.${metric}`)!;
+  const price = (await container.prices.table()).get(`${product}.${metric}`)!;
   const payer = { accountId: customer.account.id, appId: customer.app.id, mode: customer.key.mode };
-  await container.billing.meterAfter(payer, [{ product, metric, quantity: price.allowance }]);
+  await meterNow(container, payer, [{ product, metric, quantity: price.allowance }]);
   return price.priceMicros;
 }
 

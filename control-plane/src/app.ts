@@ -1,22 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyServerOptions } from 'fastify';
 import type { Container } from './container.js';
-import { requirePublishableKey, requireSecretKey } from './http/auth.js';
-import { setCostHeader } from './http/context.js';
+import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling } from './http/error-handler.js';
-import { requireInternalSecret } from './http/internal-auth.js';
-import { meterReadBandwidth } from './http/metering.js';
 import { registerMetrics } from './http/metrics.js';
+import { registerRoutes } from './http/pipeline.js';
 import { billingRoutes } from './modules/billing/routes.js';
-import { chatCallbackRoutes, chatRoutes } from './modules/chat/routes.js';
-import { liveRoutes, liveWebhookRoutes } from './modules/live/routes.js';
+import { chatRoutes } from './modules/chat/routes.js';
+import { liveRoutes } from './modules/live/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
-import { shieldReportRoutes, shieldTicketRoutes } from './modules/shield/routes.js';
-import { storageEventRoutes, storageRoutes } from './modules/storage/routes.js';
+import { shieldRoutes } from './modules/shield/routes.js';
+import { storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { formatUsd } from './platform/money.js';
+import type { Route } from './platform/route.js';
 
 export const API_VERSION = '1.1.0';
 
@@ -35,8 +35,8 @@ function trustProxy(setting: string): string[] | false {
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
-  /** More routes behind the secret-key pipeline (benchmarks and tests mount probes here). */
-  keyedRoutes?: FastifyPluginAsync[];
+  /** More declared operations (tests and benchmarks add probes through the same pipeline). */
+  routes?: Route[];
 }
 
 export async function buildApp(container: Container, options: BuildAppOptions = {}) {
@@ -57,12 +57,13 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   container.redis.on('error', (error: Error) => app.log.warn({ err: error }, 'redis connection error'));
   app.decorateRequest('principal', null);
   app.decorateRequest('costMicros', 0);
+  app.decorateRequest('admitted', false);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
-  // Every response states its cost, errors included (they cost nothing).
+  // Every response states what the call was charged, errors included (they cost nothing).
   app.addHook('onSend', async (request, reply) => {
-    setCostHeader(reply, request.costMicros);
+    reply.header(COST_HEADER, formatUsd(request.costMicros));
   });
   registerErrorHandling(app);
   const metrics = registerMetrics(app);
@@ -86,33 +87,28 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     },
   });
 
-  await app.register(systemRoutes, { probes: container.probes, metrics });
-  // The servers' callbacks, authenticated with the internal secret.
-  await app.register(async (internal) => {
-    requireInternalSecret(internal, container.settings.SVC_INTERNAL_SECRET);
-    await internal.register(chatCallbackRoutes, { chat: container.chat });
-    await internal.register(storageEventRoutes, { storage: container.storage });
-  });
-  // LiveKit signs its webhooks itself.
-  await app.register(liveWebhookRoutes, { live: container.live });
-  // The one endpoint clients call, with the publishable key.
-  await app.register(async (publishable) => {
-    requirePublishableKey(publishable, { accounts: container.accounts, limits: container.limits });
-    await publishable.register(shieldTicketRoutes, { shield: container.shield });
-  });
-  // The keyed scope: every route registered inside passes the shared key pipeline first.
-  await app.register(async (keyed) => {
-    requireSecretKey(keyed, { accounts: container.accounts, limits: container.limits });
-    meterReadBandwidth(keyed, container.billing);
-    await keyed.register(pricingRoutes, { pricing: container.pricing });
-    await keyed.register(billingRoutes, { billing: container.billing });
-    await keyed.register(realtimeRoutes, { realtime: container.realtime });
-    await keyed.register(chatRoutes, { chat: container.chat });
-    await keyed.register(liveRoutes, { live: container.live });
-    await keyed.register(storageRoutes, { storage: container.storage });
-    await keyed.register(shieldReportRoutes, { shield: container.shield });
-    for (const routes of options.keyedRoutes ?? []) await keyed.register(routes);
-  });
+  // Every operation of the service, declared by its module; the order is the OpenAPI document's.
+  registerRoutes(
+    app,
+    [
+      ...systemRoutes({ probes: container.probes, metrics, openapi: () => app.swagger() }),
+      ...pricingRoutes(container.prices),
+      ...billingRoutes(container.billing),
+      ...realtimeRoutes(container.realtime),
+      ...chatRoutes(container.chat),
+      ...liveRoutes(container.live),
+      ...storageRoutes(container.storage),
+      ...shieldRoutes(container.shield),
+      ...(options.routes ?? []),
+    ],
+    {
+      keys: container.accounts.resolver,
+      admission: container.admission,
+      metering: container.metering,
+      accrual: container.accrual,
+      internalSecret: container.settings.SVC_INTERNAL_SECRET,
+    },
+  );
   return app;
 }
 

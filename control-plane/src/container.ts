@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { type DatabasePool, sql } from 'slonik';
+import { type DatabasePool, type Interceptor, sql } from 'slonik';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
@@ -7,20 +7,20 @@ import { createRedis } from './adapters/redis.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
-import { createRequestLimits, type RequestLimits } from './http/limits.js';
-import { type Clock, systemClock } from './lib/clock.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
-import {
-  createPricingService,
-  type PricingService,
-  parseConfiguredPricing,
-} from './modules/pricing/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
+import { type Accrual, createAccrual } from './platform/accrual.js';
+import { type Admission, createAdmission } from './platform/admission.js';
+import { createInvalidationBus, type InvalidationBus } from './platform/cache.js';
+import { type Clock, systemClock } from './platform/clock.js';
+import { createMetering, type Metering } from './platform/metering.js';
+import { createPrices, type Prices, parseConfiguredPricing } from './platform/prices.js';
+import { createStanding, type Standing } from './platform/standing.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container {
@@ -28,8 +28,13 @@ export interface Container {
   clock: Clock;
   pool: DatabasePool;
   redis: Redis;
+  bus: InvalidationBus;
+  prices: Prices;
+  standing: Standing;
+  metering: Metering;
+  accrual: Accrual;
+  admission: Admission;
   accounts: AccountsService;
-  pricing: PricingService;
   billing: BillingService;
   ejabberd: EjabberdClient;
   realtime: RealtimeService;
@@ -38,62 +43,66 @@ export interface Container {
   storage: StorageService;
   shield: ShieldService;
   objects: ObjectStore;
-  limits: RequestLimits;
   probes: Record<string, Probe>;
   close(): Promise<void>;
+}
+
+export interface ContainerOptions {
+  clock?: Clock;
+  /** More slonik interceptors (tests count statements with one). */
+  interceptors?: Interceptor[];
+  /** Where failures of background notices (cache refreshes after a commit) are reported. */
+  onError?: (error: unknown) => void;
 }
 
 const sqlSelectOne = sql.unsafe`select 1`;
 
 export async function createContainer(
   settings: Settings,
-  options: { clock?: Clock } = {},
+  options: ContainerOptions = {},
 ): Promise<Container> {
   const clock = options.clock ?? systemClock;
-  const pool = await createDatabasePool(settings.SVC_DATABASE_URL);
+  const onError = options.onError ?? (() => {});
+  const pool = await createDatabasePool(settings.SVC_DATABASE_URL, options.interceptors);
   const redis = createRedis(settings.SVC_REDIS_URL);
+  const bus = createInvalidationBus(redis, onError);
   const { configured } = parseConfiguredPricing(settings.SVC_PRICES, settings.SVC_FREE_ALLOWANCES);
-  const pricing = createPricingService({ pool, clock, configured });
-  const accounts = createAccountsService({ pool, clock });
-  const billing = createBillingService({ pool, clock, pricing });
+  const prices = createPrices({ pool, clock, configured, bus });
+  const standing = createStanding({ pool, redis });
+  const metering = createMetering({ pool, clock, prices, standing, onError });
+  const accrual = createAccrual({ pool, redis, clock, metering, prices, onError });
+  const accounts = createAccountsService({ pool, clock, bus });
   const ejabberd = createEjabberdClient({
     apiUrl: settings.SVC_EJABBERD_API_URL,
     chatDomain: settings.SVC_CHAT_DOMAIN,
     mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
   });
+  // Realtime settings bring chat rooms to a new size; the chat service, made next, knows the rooms.
+  let chat: ChatService | undefined;
   const realtime = createRealtimeService({
     pool,
     clock,
     accounts,
     ejabberd,
+    bus,
     chatDomain: settings.SVC_CHAT_DOMAIN,
+    chatRooms: (scope) => chat!.roomNames(scope),
   });
-  const chat = createChatService({
+  chat = createChatService({
     pool,
     redis,
     clock,
     ejabberd,
     realtime,
-    billing,
+    metering,
+    accrual,
+    prices,
+    standing,
     settings: {
       chatDomain: settings.SVC_CHAT_DOMAIN,
       mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
       wsUrl: settings.SVC_CHAT_WS_URL,
     },
-  });
-  const live = createLiveService({
-    pool,
-    redis,
-    clock,
-    livekit: createLiveKitClient({
-      url: settings.SVC_LIVEKIT_URL,
-      apiKey: settings.SVC_LIVEKIT_API_KEY,
-      apiSecret: settings.SVC_LIVEKIT_API_SECRET,
-    }),
-    accounts,
-    realtime,
-    billing,
-    publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
   });
   const objects = createObjectStore({
     endpoint: settings.SVC_S3_ENDPOINT,
@@ -108,17 +117,36 @@ export async function createContainer(
     clock,
     pool,
     redis,
+    bus,
+    prices,
+    standing,
+    metering,
+    accrual,
+    admission: createAdmission({ redis, clock, standing }),
     accounts,
-    pricing,
-    billing,
+    billing: createBillingService({ pool, clock, prices, standing, onError }),
     ejabberd,
     realtime,
     chat,
-    live,
+    live: createLiveService({
+      pool,
+      redis,
+      clock,
+      livekit: createLiveKitClient({
+        url: settings.SVC_LIVEKIT_URL,
+        apiKey: settings.SVC_LIVEKIT_API_KEY,
+        apiSecret: settings.SVC_LIVEKIT_API_SECRET,
+      }),
+      realtime,
+      metering,
+      prices,
+      standing,
+      publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
+      onError,
+    }),
     objects,
-    storage: createStorageService({ pool, clock, objects, billing }),
+    storage: createStorageService({ pool, clock, objects, metering, onError }),
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_INTERNAL_SECRET }),
-    limits: createRequestLimits({ redis, clock }),
     probes: {
       postgres: async () => {
         await pool.query(sqlSelectOne);
@@ -133,6 +161,7 @@ export async function createContainer(
       }),
     },
     close: async () => {
+      bus.close();
       await pool.end();
       redis.disconnect();
     },

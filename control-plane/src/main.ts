@@ -16,8 +16,13 @@ async function main(): Promise<void> {
     throw error;
   }
 
-  const container = await createContainer(settings);
+  let log: { warn(object: object, message: string): void } | undefined;
+  const container = await createContainer(settings, {
+    onError: (error) =>
+      log?.warn({ err: error }, 'a notice after a commit failed; its safety net will catch up'),
+  });
   const app = await buildApp(container);
+  log = app.log;
   const applied = await runMigrations(container.pool);
   if (applied.length > 0) app.log.info({ migrations: applied }, 'migrations applied');
   await app.listen({ host: settings.SVC_HOST, port: settings.SVC_PORT });
@@ -33,8 +38,8 @@ async function main(): Promise<void> {
       process.exit(1);
     }, settings.SVC_SHUTDOWN_GRACE_MS);
     force.unref();
-    stopMaintenance();
     await app.close();
+    await stopMaintenance();
     await container.close();
     process.exit(0);
   };

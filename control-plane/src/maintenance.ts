@@ -1,48 +1,88 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Container } from './container.js';
+import { SPEND_GUARD_EVERY_MS } from './modules/live/service.js';
 import { TEST_OBJECT_DAYS } from './modules/storage/schema.js';
+import { ACCRUAL_FLUSH_MS } from './platform/accrual.js';
 
-/** How often the background work runs; each task is idempotent and safe on several replicas. */
+/** How often the slow background work runs. */
 export const MAINTENANCE_EVERY_MS = 60_000;
 
+interface Task {
+  name: string;
+  everyMs: number;
+  run(): Promise<unknown>;
+}
+
 /**
- * Background work of the control plane, at start and then every minute: the storage bucket's setup
- * (until it succeeds), LiveKit reconciliation, storage expiry and the daily stored-bytes metering.
- * A failing task is logged and tried again at the next round; it never stops the others.
+ * Background work of the control plane, each task at start and then on its own period: accrued usage
+ * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
+ * storage bucket's setup (until it succeeds), storage expiry and the daily stored-bytes metering
+ * (every minute). Each task is idempotent and safe on several replicas; a failing one is logged and
+ * runs again at its next turn, never stopping the others. A task never overlaps itself.
  */
-export function startMaintenance(container: Container, log: FastifyBaseLogger): () => void {
+export function startMaintenance(container: Container, log: FastifyBaseLogger): () => Promise<void> {
   let bucketReady = false;
-  const tasks: [name: string, run: () => Promise<unknown>][] = [
-    [
-      'storage bucket setup',
-      async () => {
+  const tasks: Task[] = [
+    { name: 'accrued usage flush', everyMs: ACCRUAL_FLUSH_MS, run: () => container.accrual.flush() },
+    {
+      name: 'spend guard',
+      everyMs: SPEND_GUARD_EVERY_MS,
+      run: async () => {
+        const result = await container.live.guardSpend();
+        if (result.removed > 0) log.info(result, 'removed live participants of accounts that cannot pay');
+      },
+    },
+    {
+      name: 'live reconciliation',
+      everyMs: MAINTENANCE_EVERY_MS,
+      run: async () => {
+        const result = await container.live.reconcile();
+        if (result.closed > 0) log.info(result, 'closed live sessions whose leave was never reported');
+      },
+    },
+    {
+      name: 'storage bucket setup',
+      everyMs: MAINTENANCE_EVERY_MS,
+      run: async () => {
         if (bucketReady) return;
         await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: TEST_OBJECT_DAYS });
         bucketReady = true;
         log.info('storage bucket ready');
       },
-    ],
-    [
-      'live reconciliation',
-      async () => {
-        const result = await container.live.reconcile();
-        if (result.closed > 0) log.info(result, 'closed live sessions whose leave was never reported');
-      },
-    ],
-    ['storage expiry', () => container.storage.sweep()],
-    ['stored bytes metering', () => container.storage.meterStoredBytes()],
+    },
+    { name: 'storage expiry', everyMs: MAINTENANCE_EVERY_MS, run: () => container.storage.sweep() },
+    {
+      name: 'stored bytes metering',
+      everyMs: MAINTENANCE_EVERY_MS,
+      run: () => container.storage.meterStoredBytes(),
+    },
   ];
-  const round = async () => {
-    for (const [name, run] of tasks) {
-      try {
-        await run();
-      } catch (error) {
-        log.warn({ err: error }, `${name} failed; trying again in a minute`);
-      }
-    }
+  const running = new Set<Promise<unknown>>();
+  const timers = tasks.map((task) => {
+    let busy = false;
+    const turn = () => {
+      if (busy) return;
+      busy = true;
+      const done = task
+        .run()
+        .catch((error: unknown) =>
+          log.warn({ err: error }, `${task.name} failed; trying again at its next turn`),
+        )
+        .finally(() => {
+          busy = false;
+          running.delete(done);
+        });
+      running.add(done);
+    };
+    turn();
+    const timer = setInterval(turn, task.everyMs);
+    timer.unref();
+    return timer;
+  });
+  /** Stops the timers and waits for the turns under way, then flushes what is still accrued. */
+  return async () => {
+    for (const timer of timers) clearInterval(timer);
+    await Promise.allSettled(running);
+    await container.accrual.flush().catch((error: unknown) => log.warn({ err: error }, 'final flush failed'));
   };
-  void round();
-  const timer = setInterval(() => void round(), MAINTENANCE_EVERY_MS);
-  timer.unref();
-  return () => clearInterval(timer);
 }

@@ -42,7 +42,7 @@ describe('top-ups', () => {
     ).rejects.toThrow(/positive/);
     await expect(
       ctx.container.billing.topUp({ accountId: 'acct_missing', amountMicros: 1, reference: 'x' }),
-    ).rejects.toThrow(/no account/);
+    ).rejects.toThrow(/Account acct_missing not found/);
   });
 });
 

@@ -9,7 +9,7 @@ const WRITE_PRICE = 500;
 
 let ctx: TestContext;
 beforeAll(async () => {
-  ctx = await startTestApp({ keyedRoutes: (container) => [pricedProbe(container)] });
+  ctx = await startTestApp({ routes: () => pricedProbe() });
   await createPricedProbeTable(ctx.container);
 });
 afterAll(async () => {

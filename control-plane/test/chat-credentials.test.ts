@@ -185,6 +185,7 @@ describe('the login callback', () => {
     const bo = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'bo' })).json();
     for (let i = 0; i < 5; i += 1) expect(await login(ana.user, ana.password)).toBe(true);
     expect(await login(bo.user, bo.password)).toBe(true);
+    await ctx.container.accrual.flush();
     const usage = await ctx.container.billing.usageReport(account.id, 'test', 1);
     expect(usage.usage).toEqual([
       expect.objectContaining({ product: 'chat', metric: 'monthly_active_users', quantity: 2 }),
@@ -192,18 +193,14 @@ describe('the login callback', () => {
     ctx.clock.set(new Date());
   });
 
-  it('refuses a new user of a live app whose balance cannot pay, once the free users are used', async () => {
+  it('charges users past the free ones in full, and refuses every login while the live balance is empty', async () => {
     const priced = await startTestApp({ settings: { SVC_FREE_ALLOWANCES: 'chat.monthly_active_users=1' } });
     try {
-      const live = await createCustomer(priced.container, { mode: 'live', balanceMicros: 1 });
+      priced.clock.set('2026-08-15T12:00:00Z');
+      const live = await createCustomer(priced.container, { mode: 'live', balanceMicros: 5_000 });
       const mint = async (userId: string) =>
         (
-          await priced.app.inject({
-            method: 'POST',
-            url: '/v1/realtime/chat/tokens',
-            headers: { authorization: `Bearer ${live.token}` },
-            payload: { user_id: userId },
-          })
+          await callWithKey(priced.app, live.token, 'POST', '/v1/realtime/chat/tokens', { user_id: userId })
         ).json();
       const auth = async (credential: { user: string; password: string }) =>
         (
@@ -219,11 +216,48 @@ describe('the login callback', () => {
             },
           })
         ).json().ok;
-      const first = await mint('first');
-      const second = await mint('second');
-      expect(await auth(first)).toBe(true);
-      expect(await auth(second)).toBe(false);
-      expect(await auth(first)).toBe(true);
+      const balance = async () => {
+        await priced.container.accrual.flush();
+        return priced.container.billing.getBalance(live.account.id);
+      };
+      const [ana, bo, cy] = [await mint('ana'), await mint('bo'), await mint('cy')];
+
+      expect(await auth(ana)).toBe(true);
+      expect((await balance()).balance_micros).toBe(5_000);
+      // The second user is past the free one: $0.01, charged in full although the balance holds less.
+      expect(await auth(bo)).toBe(true);
+      expect(await balance()).toMatchObject({ balance_micros: -5_000, owed_micros: 5_000 });
+      // At zero or below, every login is refused: new users and users already counted alike.
+      expect(await auth(cy)).toBe(false);
+      expect(await auth(ana)).toBe(false);
+      expect(
+        (await callWithKey(priced.app, live.token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'dee' }))
+          .statusCode,
+      ).toBe(402);
+
+      // A top-up repays what is owed first; logins work again at once.
+      await priced.container.billing.topUp({
+        accountId: live.account.id,
+        amountMicros: 20_000,
+        reference: 'r',
+      });
+      expect(await auth(cy)).toBe(true);
+      expect(await auth(ana)).toBe(true);
+      const after = await balance();
+      expect(after).toMatchObject({ balance_micros: 5_000, owed_micros: 0 });
+      expect(after.ledger.reduce((sum, entry) => sum + entry.amount_micros, 0)).toBe(5_000);
+      const usage = await priced.container.billing.usageReport(live.account.id, 'live', 1);
+      expect(usage.usage).toEqual([
+        expect.objectContaining({ product: 'chat', quantity: 3, billable_quantity: 2, cost_micros: 20_000 }),
+      ]);
+
+      // A new month counts everyone again.
+      priced.clock.set('2026-09-01T00:00:10Z');
+      expect(await auth(await mint('ana'))).toBe(true);
+      expect((await balance()).balance_micros).toBe(5_000);
+      expect((await priced.container.billing.usageReport(live.account.id, 'live', 1)).usage).toEqual([
+        expect.objectContaining({ day: '2026-09-01', product: 'chat', quantity: 1, cost_micros: 0 }),
+      ]);
     } finally {
       await priced.close();
     }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { runMigrations } from '../src/db/migrate.js';
 import { createDatabasePool } from '../src/db/pool.js';
-import { randomBase62 } from '../src/lib/random.js';
+import { randomBase62 } from '../src/platform/ids.js';
 import { testSettings } from './support.js';
 
 let admin: DatabasePool;

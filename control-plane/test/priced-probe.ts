@@ -1,44 +1,50 @@
-import type { FastifyPluginAsync } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import { sql } from 'slonik';
 import type { Container } from '../src/container.js';
+import { route } from '../src/platform/route.js';
 
 /**
- * A priced endpoint the way product modules write one: the work (a row in a scratch table) and its
- * charge commit together. `fail=after-work` throws after the work, to prove nothing is charged.
+ * A priced operation declared the way product modules declare one: its work (a row in a scratch
+ * table) and its charge commit together. `fail=after-work` throws after the work, to prove nothing is
+ * charged. And an operation the Free plan may not call.
  */
 export async function createPricedProbeTable(container: Container): Promise<void> {
   await container.pool.query(sql.unsafe`
     create table if not exists test_priced_writes (id bigserial primary key, app_id text not null, note text)`);
 }
 
-export function pricedProbe(container: Container, product = 'writes', metric = 'calls'): FastifyPluginAsync {
-  return async (app) => {
-    app.post<{ Querystring: { fail?: string; note?: string } }>(
-      '/test/priced',
-      { config: { operation: 'test.priced' } },
-      async (request) => {
-        const principal = request.principal!;
-        const { result, costMicros } = await container.billing.charge(
-          principal,
-          [{ product, metric, quantity: 1 }],
-          async (tx) => {
-            const id = await tx.oneFirst(sql.unsafe`
-              insert into test_priced_writes (app_id, note) values (${principal.appId}, ${request.query.note ?? null})
-              returning id`);
-            if (request.query.fail === 'after-work') throw new Error('the call failed after its write');
-            return id;
-          },
-        );
-        request.costMicros = costMicros;
-        return { id: String(result) };
+export function pricedProbe(product = 'writes', metric = 'calls') {
+  return [
+    route({
+      operationId: 'test.priced',
+      method: 'POST',
+      url: '/test/priced',
+      auth: 'secret-key',
+      tags: ['test'],
+      summary: 'A priced write',
+      hidden: true,
+      query: Type.Object({ fail: Type.Optional(Type.String()), note: Type.Optional(Type.String()) }),
+      response: Type.Object({ id: Type.String() }),
+      price: { product, metric },
+      handler: async ({ caller, query, tx }) => {
+        const id = await tx.oneFirst(sql.unsafe`
+          insert into test_priced_writes (app_id, note) values (${caller.appId}, ${query.note ?? null})
+          returning id`);
+        if (query.fail === 'after-work') throw new Error('the call failed after its write');
+        return { id: String(id) };
       },
-    );
-    app.get(
-      '/test/paid-plan-only',
-      { config: { operation: 'test.paid', requiresPaidPlan: true } },
-      async () => ({
-        ok: true,
-      }),
-    );
-  };
+    }),
+    route({
+      operationId: 'test.paid',
+      method: 'GET',
+      url: '/test/paid-plan-only',
+      auth: 'secret-key',
+      tags: ['test'],
+      summary: 'A paid-plan operation',
+      hidden: true,
+      paidPlan: true,
+      response: Type.Object({ ok: Type.Boolean() }),
+      handler: async () => ({ ok: true }),
+    }),
+  ];
 }

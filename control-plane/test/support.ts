@@ -1,13 +1,15 @@
 import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
-import type { FastifyPluginAsync } from 'fastify';
 import { type App, buildApp } from '../src/app.js';
 import { loadSettings } from '../src/config/load.js';
 import type { Settings } from '../src/config/schema.js';
 import { type Container, createContainer } from '../src/container.js';
-import { type Clock, createManualClock, type ManualClock } from '../src/lib/clock.js';
-import type { KeyMode, Plan } from '../src/modules/accounts/schema.js';
+import type { KeyMode, Payer, Plan } from '../src/platform/caller.js';
+import { type Clock, createManualClock, type ManualClock } from '../src/platform/clock.js';
+import type { Usage } from '../src/platform/metering.js';
+import type { Route } from '../src/platform/route.js';
+import { inTransaction } from '../src/platform/transaction.js';
 
 export interface TestContext {
   app: App;
@@ -26,12 +28,13 @@ export async function startTestApp(
     settings?: Partial<Settings>;
     clock?: Clock;
     extraRoutes?: (app: App) => void;
-    keyedRoutes?: (container: Container) => FastifyPluginAsync[];
+    /** More declared operations, through the same pipeline as the API's. */
+    routes?: (container: Container) => Route[];
   } = {},
 ): Promise<TestContext> {
   const clock = (options.clock as ManualClock | undefined) ?? createManualClock(new Date());
   const container = await createContainer(testSettings(options.settings), { clock });
-  const app = await buildApp(container, { logger: false, keyedRoutes: options.keyedRoutes?.(container) });
+  const app = await buildApp(container, { logger: false, routes: options.routes?.(container) ?? [] });
   options.extraRoutes?.(app);
   await app.ready();
   return {
@@ -100,4 +103,9 @@ export function callWithKey(
     remoteAddress: uniqueAddress(),
     ...(payload ? { payload } : {}),
   });
+}
+
+/** Usage known afterwards (minutes, bytes…), metered and charged in full now, as a server callback would. */
+export function meterNow(container: Container, payer: Payer, usages: Usage[]): Promise<number> {
+  return inTransaction(container.pool, (tx) => container.metering.meter(tx, payer, usages));
 }

@@ -35,13 +35,13 @@ describe('/v1/openapi.json', () => {
 });
 
 describe('/metrics', () => {
-  it('counts requests by route template in Prometheus format', async () => {
+  it('counts requests by operation id in Prometheus format', async () => {
     await ctx.app.inject({ method: 'GET', url: '/v1/realtime/balance' });
     const response = await ctx.app.inject({ method: 'GET', url: '/metrics' });
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toMatch(/^text\/plain/);
     expect(response.body).toMatch(
-      /svc_http_requests_total\{method="GET",route="\/v1\/realtime\/balance",status="401"\} [1-9]/,
+      /svc_http_requests_total\{operation="billing\.balance\.get",method="GET",status="401"\} [1-9]/,
     );
     expect(response.body).toContain('svc_http_request_duration_seconds_bucket');
   });

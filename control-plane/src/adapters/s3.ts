@@ -1,6 +1,7 @@
 import {
   CreateBucketCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
@@ -11,6 +12,7 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { UpstreamError } from '../platform/errors.js';
 
 export interface S3Settings {
   endpoint: string;
@@ -131,6 +133,21 @@ export function createObjectStore(settings: S3Settings) {
 
     remove: async (key: string): Promise<void> => {
       await internal.send(new DeleteObjectCommand({ Bucket, Key: key }));
+    },
+
+    /** Removes up to 1,000 objects in one request (S3's multi-object delete); missing ones are no error. */
+    removeMany: async (keys: readonly string[]): Promise<void> => {
+      if (keys.length === 0) return;
+      const result = await internal.send(
+        new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true } }),
+      );
+      const failed = result.Errors ?? [];
+      if (failed.length > 0) {
+        throw new UpstreamError(
+          'MinIO',
+          `${failed.length} of ${keys.length} deletes failed: ${failed[0]?.Message}`,
+        );
+      }
     },
   };
 }

@@ -4,32 +4,16 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { ConfigError, loadSettings } from '../config/load.js';
+import { createContainer } from '../container.js';
 import { runMigrations } from '../db/migrate.js';
-import { createDatabasePool } from '../db/pool.js';
-import { systemClock } from '../lib/clock.js';
-import { parseUsd } from '../lib/money.js';
-import {
-  KEY_KINDS,
-  KEY_MODES,
-  type KeyKind,
-  type KeyMode,
-  PLANS,
-  type Plan,
-} from '../modules/accounts/schema.js';
-import { AccountsError, type AccountsService, createAccountsService } from '../modules/accounts/service.js';
-import {
-  BillingError,
-  type BillingService,
-  createBillingService,
-  usdNumber,
-} from '../modules/billing/service.js';
-import {
-  createPricingService,
-  PricingError,
-  type PricingService,
-  parseConfiguredPricing,
-  presentPriceTable,
-} from '../modules/pricing/service.js';
+import type { AccountsService } from '../modules/accounts/service.js';
+import { type BillingService, usdNumber } from '../modules/billing/service.js';
+import { presentPriceTable } from '../modules/pricing/service.js';
+import { KEY_KINDS, KEY_MODES, type KeyKind, type KeyMode, PLANS, type Plan } from '../platform/caller.js';
+import { ServiceError } from '../platform/errors.js';
+import { parseUsd } from '../platform/money.js';
+import type { Prices } from '../platform/prices.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
 
@@ -95,7 +79,7 @@ function optionalCap(options: Options): number | null {
 interface Services {
   accounts: AccountsService;
   billing: BillingService;
-  pricing: PricingService;
+  prices: Prices;
 }
 
 function metricOf(options: Options): [string, string] {
@@ -135,7 +119,7 @@ async function devKey({ accounts }: Services, stateFile: string) {
 }
 
 async function run(command: string, options: Options, services: Services): Promise<unknown> {
-  const { accounts, billing, pricing } = services;
+  const { accounts, billing, prices } = services;
   switch (command) {
     case 'account create':
       return accounts.createAccount({
@@ -182,27 +166,27 @@ async function run(command: string, options: Options, services: Services): Promi
     case 'balance show':
       return billing.getBalance(required(options, 'account'));
     case 'price list':
-      return presentPriceTable(await pricing.priceTable());
+      return presentPriceTable(await prices.table());
     case 'price set': {
       const [product, metric] = metricOf(options);
       if (options.usd === undefined && options.allowance === undefined)
         throw new UsageError('give --usd, --allowance or both');
       if (options.usd !== undefined)
-        await pricing.setPrice(product, metric, usdAmount(options.usd, 'usd', true));
+        await prices.setPrice(product, metric, usdAmount(options.usd, 'usd', true));
       if (options.allowance !== undefined) {
         const units = Number(options.allowance);
         if (!/^\d+(\.\d+)?$/.test(options.allowance))
           throw new UsageError('--allowance must be a number of units, 0 or more');
-        await pricing.setAllowance(product, metric, units);
+        await prices.setAllowance(product, metric, units);
       }
-      return presentPriceTable(await pricing.priceTable()).prices.find(
+      return presentPriceTable(await prices.table()).prices.find(
         (p) => p.product === product && p.metric === metric,
       );
     }
     case 'price reset': {
       const [product, metric] = metricOf(options);
-      await pricing.resetToConfigured(product, metric);
-      return presentPriceTable(await pricing.priceTable()).prices.find(
+      await prices.resetToConfigured(product, metric);
+      return presentPriceTable(await prices.table()).prices.find(
         (p) => p.product === product && p.metric === metric,
       );
     }
@@ -220,37 +204,24 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return command === '' && !values.help ? 2 : 0;
   }
-  const databaseUrl = process.env.SVC_DATABASE_URL;
-  if (!databaseUrl)
+  if (!process.env.SVC_DATABASE_URL)
     throw new UsageError('SVC_DATABASE_URL is not set (start the stack with npm start first)');
-  const pool = await createDatabasePool(databaseUrl);
+  // The same container as the control plane's: a revoked key or a new price reaches every replica.
+  const container = await createContainer(loadSettings(process.env));
   try {
-    await runMigrations(pool);
-    const { configured, problems } = parseConfiguredPricing(
-      process.env.SVC_PRICES ?? '',
-      process.env.SVC_FREE_ALLOWANCES ?? '',
-    );
-    if (problems.length > 0) throw new UsageError(problems.join('; '));
-    const pricing = createPricingService({ pool, clock: systemClock, configured });
-    const services: Services = {
-      accounts: createAccountsService({ pool, clock: systemClock }),
-      billing: createBillingService({ pool, clock: systemClock, pricing }),
-      pricing,
-    };
-    const result = await run(command, values, services);
+    await runMigrations(container.pool);
+    const result = await run(command, values, container);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } finally {
-    await pool.end();
+    await container.close();
   }
 }
 
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const expected = [UsageError, AccountsError, BillingError, PricingError].some(
-      (kind) => error instanceof kind,
-    );
+    const expected = [UsageError, ServiceError, ConfigError].some((kind) => error instanceof kind);
     const detail = error instanceof Error ? (expected ? error.message : error.stack) : String(error);
     process.stderr.write(`admin: ${detail}\n`);
     process.exit(expected ? 2 : 1);

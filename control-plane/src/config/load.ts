@@ -1,7 +1,7 @@
 import { FormatRegistry } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
-import { parseConfiguredPricing } from '../modules/pricing/service.js';
+import { parseConfiguredPricing } from '../platform/prices.js';
 import { type Settings, SettingsSchema } from './schema.js';
 
 export class ConfigError extends Error {

@@ -35,10 +35,13 @@ const safeBigintParser = {
 /** timestamptz as Date objects. */
 const timestamptzParser = { name: 'timestamptz', parse: (value: string) => new Date(value) };
 
-export async function createDatabasePool(url: string): Promise<DatabasePool> {
+export async function createDatabasePool(
+  url: string,
+  interceptors: Interceptor[] = [],
+): Promise<DatabasePool> {
   const overridden = new Set([safeBigintParser.name, timestamptzParser.name]);
   return createPool(url, {
-    interceptors: [resultParserInterceptor],
+    interceptors: [resultParserInterceptor, ...interceptors],
     typeParsers: [
       ...createTypeParserPreset().filter((parser) => !overridden.has(parser.name)),
       safeBigintParser,

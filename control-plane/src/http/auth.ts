@@ -1,7 +1,10 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AccountsService, KeyCheck, KeyRefusal } from '../modules/accounts/service.js';
-import { errors } from './errors.js';
-import type { RequestLimits } from './limits.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Admission } from '../platform/admission.js';
+import { rateLimitHeaders } from '../platform/admission.js';
+import type { KeyCheck, KeyRefusal, KeyResolver } from '../platform/caller.js';
+import { errors } from '../platform/errors.js';
+import type { AuthKind, Route } from '../platform/route.js';
+import { digestsEqual, sha256 } from '../platform/secrets.js';
 
 const REFUSAL_MESSAGES: Record<KeyRefusal, string> = {
   malformed: 'it is not a secret key (svc_live_… or svc_test_…)',
@@ -22,70 +25,82 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return Array.isArray(apiKey) ? apiKey[0] : apiKey;
 }
 
-/** Which key an endpoint takes, and where the request carries it. */
+/** Which key an auth kind takes, and where the request carries it. */
 interface KeyRule {
   read(request: FastifyRequest): string | undefined;
-  check(accounts: AccountsService, token: string): Promise<KeyCheck>;
+  check(keys: KeyResolver, token: string): Promise<KeyCheck>;
   missing(): Error;
 }
 
-const SECRET_KEY: KeyRule = {
-  read: presentedKey,
-  check: (accounts, token) => accounts.checkSecretKey(token),
-  missing: errors.missingKey,
-};
-
-const PUBLISHABLE_KEY: KeyRule = {
-  read: (request) => {
-    const header = request.headers['x-publishable-key'];
-    return Array.isArray(header) ? header[0] : header;
+const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
+  'secret-key': {
+    read: presentedKey,
+    check: (keys, token) => keys.checkSecretKey(token),
+    missing: errors.missingKey,
   },
-  check: (accounts, token) => accounts.checkPublishableKey(token),
-  missing: () => errors.invalidKey('send the publishable key (pk_live_… or pk_test_…) in X-Publishable-Key'),
+  'publishable-key': {
+    read: (request) => {
+      const header = request.headers['x-publishable-key'];
+      return Array.isArray(header) ? header[0] : header;
+    },
+    check: (keys, token) => keys.checkPublishableKey(token),
+    missing: () =>
+      errors.invalidKey('send the publishable key (pk_live_… or pk_test_…) in X-Publishable-Key'),
+  },
 };
 
-/**
- * The pipeline every keyed endpoint shares: address lockout, key check, daily cap. Registered as an
- * onRequest hook of the keyed scope, so it runs before body parsing and validation: a refused
- * request does no work at all.
- */
-function requireKey(
-  app: FastifyInstance,
-  rule: KeyRule,
-  deps: { accounts: AccountsService; limits: RequestLimits },
-) {
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.method === 'OPTIONS') return;
-    const lockedFor = await deps.limits.lockoutSecondsLeft(request.ip);
-    if (lockedFor > 0) throw errors.lockedOut(lockedFor);
-
-    const token = rule.read(request);
-    if (token === undefined || token === '') throw rule.missing();
-    const check = await rule.check(deps.accounts, token);
-    if (!check.ok) {
-      await deps.limits.recordInvalidKey(request.ip);
-      throw errors.invalidKey(REFUSAL_MESSAGES[check.refusal]);
-    }
-
-    const quota = await deps.limits.consumeDailyQuota(check.principal.keyId, check.principal.dailyRequestCap);
-    // IETF draft "RateLimit header fields" (RateLimit-Limit / -Remaining / -Reset), per key and UTC day.
-    reply.header('ratelimit-limit', quota.limit);
-    reply.header('ratelimit-remaining', quota.remaining);
-    reply.header('ratelimit-reset', quota.resetSeconds);
-    if (quota.exceeded) throw errors.dailyCapReached(quota.limit, quota.resetSeconds);
-    if (request.routeOptions.config.requiresPaidPlan && check.principal.plan === 'free') {
-      throw errors.paymentRequired('This endpoint needs the Pro or Scale plan; the account is on Free');
-    }
-    request.principal = check.principal;
-  });
+export interface AuthDeps {
+  keys: KeyResolver;
+  admission: Admission;
+  internalSecret: string;
 }
 
-export const requireSecretKey = (
-  app: FastifyInstance,
-  deps: { accounts: AccountsService; limits: RequestLimits },
-) => requireKey(app, SECRET_KEY, deps);
+/** Whether a live key needs a balance above zero for this operation. */
+export const spends = (declared: Route) => declared.price !== undefined || declared.needsBalance === true;
 
-export const requirePublishableKey = (
-  app: FastifyInstance,
-  deps: { accounts: AccountsService; limits: RequestLimits },
-) => requireKey(app, PUBLISHABLE_KEY, deps);
+/**
+ * The onRequest hook of an auth kind. It runs before body parsing and validation, so a refused
+ * request does no work at all. Keyed operations: the key (from the in-process cache), the Free-plan
+ * gate, then admission (lockout, daily cap, balance) in one Redis round trip, unless the operation
+ * admits the request itself together with its own writes.
+ */
+export function authHook(declared: Route, deps: AuthDeps) {
+  const rule = KEY_RULES[declared.auth];
+  if (rule) {
+    return async (request: FastifyRequest, reply: FastifyReply) => {
+      const token = rule.read(request);
+      if (token === undefined || token === '')
+        return deps.admission.refuse(request.ip, rule.missing(), false);
+      const check = await rule.check(deps.keys, token);
+      if (!check.ok) {
+        return deps.admission.refuse(request.ip, errors.invalidKey(REFUSAL_MESSAGES[check.refusal]), true);
+      }
+      const { principal } = check;
+      request.principal = principal;
+      if (declared.paidPlan && principal.plan === 'free') {
+        throw errors.paymentRequired('This endpoint needs the Pro or Scale plan; the account is on Free');
+      }
+      if (declared.admission === 'in-handler') return;
+      const { quota } = await deps.admission.admit({
+        address: request.ip,
+        principal,
+        spends: spends(declared),
+      });
+      request.admitted = true;
+      reply.headers(rateLimitHeaders(quota));
+    };
+  }
+  if (declared.auth === 'internal') {
+    // The bundled servers' callbacks carry the internal secret as a bearer token, compared as digests
+    // so that the comparison takes the same time whatever was sent.
+    const expected = sha256(deps.internalSecret);
+    return async (request: FastifyRequest) => {
+      const match = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '');
+      if (!match || !digestsEqual(sha256(match[1]!), expected)) {
+        request.log.warn('internal callback with a missing or wrong secret');
+        throw errors.unauthenticated('This endpoint is for the bundled servers only');
+      }
+    };
+  }
+  return undefined;
+}

@@ -1,7 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { EjabberdError } from '../adapters/ejabberd.js';
-import { InsufficientBalanceError } from '../modules/billing/service.js';
-import { ApiError, errors, type FieldError } from './errors.js';
+import { errors, type FieldError, ServiceError } from '../platform/errors.js';
 
 type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
 
@@ -41,16 +39,13 @@ function uniqueFields(fields: FieldError[]): FieldError[] {
   });
 }
 
-/** Maps anything thrown by a route or by fastify itself to the spec's error body. */
-export function toApiError(error: FastifyError | ApiError | Error, requestId: string): ApiError {
-  if (error instanceof ApiError) return error;
-  if (error instanceof InsufficientBalanceError) return errors.paymentRequired(error.message);
-  if (error instanceof EjabberdError) {
-    return new ApiError(
-      'service_unavailable',
-      'The chat server did not answer as expected; try again shortly',
-    );
-  }
+/**
+ * Maps anything thrown to the spec's error body: a ServiceError renders itself (whichever layer threw
+ * it), fastify's validation failures are 422 with their fields, its other 4xx keep their meaning, and
+ * anything else is a 500 that shows no internals.
+ */
+export function toServiceError(error: FastifyError | Error, requestId: string): ServiceError {
+  if (error instanceof ServiceError) return error;
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
     const context = (fastifyError.validationContext ?? 'body') as ValidationContext;
@@ -61,17 +56,24 @@ export function toApiError(error: FastifyError | ApiError | Error, requestId: st
     // fastify's own 4xx: unparseable JSON, empty body, unsupported media type, body too large.
     // A body that cannot be read is a request that fails validation, hence 422 for fastify's 400s.
     const message = fastifyError.message.replace(/^FST_[A-Z_]+:\s*/, '');
-    return new ApiError('invalid_request', message, { status: status === 400 ? 422 : status });
+    return new ServiceError('invalid_request', message, { status: status === 400 ? 422 : status });
   }
   return errors.internal(requestId);
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
-    const apiError = toApiError(error, request.id);
-    if (apiError.status >= 500) request.log.error({ err: error }, 'request failed');
-    for (const [name, value] of Object.entries(apiError.extra.headers ?? {})) reply.header(name, value);
-    return reply.code(apiError.status).send(apiError.toBody());
+  app.setErrorHandler((error: FastifyError | ServiceError, request, reply) => {
+    const rendered = toServiceError(error, request.id);
+    if (rendered.status >= 500) {
+      request.log.error(
+        { err: error, ...(rendered.detail ? { detail: rendered.detail } : {}) },
+        'request failed',
+      );
+    } else if (rendered.detail) {
+      request.log.warn({ detail: rendered.detail }, rendered.message);
+    }
+    reply.headers(rendered.headers);
+    return reply.code(rendered.status).send(rendered.toBody());
   });
 
   app.setNotFoundHandler((request, reply) =>

@@ -5,26 +5,26 @@ import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client
 export function registerMetrics(app: FastifyInstance): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'svc_' });
-  const labelNames = ['method', 'route', 'status'] as const;
+  const labelNames = ['operation', 'method', 'status'] as const;
   const requests = new Counter({
     name: 'svc_http_requests_total',
-    help: 'HTTP requests by method, route template and status.',
+    help: 'HTTP requests by operation id, method and status.',
     labelNames,
     registers: [registry],
   });
   const duration = new Histogram({
     name: 'svc_http_request_duration_seconds',
-    help: 'HTTP request latency by method, route template and status.',
+    help: 'HTTP request latency by operation id, method and status.',
     labelNames,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
 
   app.addHook('onResponse', async (request, reply) => {
-    // Route templates, never raw URLs: ids in paths would make the label set unbounded.
+    // Declared operation ids, never raw URLs: ids in paths would make the label set unbounded.
     const labels = {
+      operation: request.routeOptions.config.operationId ?? 'unmatched',
       method: request.method,
-      route: request.routeOptions.url ?? 'unmatched',
       status: String(reply.statusCode),
     };
     requests.inc(labels);

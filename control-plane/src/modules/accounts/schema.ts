@@ -1,11 +1,5 @@
 import { z } from 'zod';
-
-export const PLANS = ['free', 'pro', 'scale'] as const;
-export type Plan = (typeof PLANS)[number];
-export const KEY_MODES = ['live', 'test'] as const;
-export type KeyMode = (typeof KEY_MODES)[number];
-export const KEY_KINDS = ['secret', 'publishable'] as const;
-export type KeyKind = (typeof KEY_KINDS)[number];
+import { KEY_KINDS, KEY_MODES, type KeyKind, type KeyMode, PLANS, type Plan } from '../../platform/caller.js';
 
 /** Daily request cap per key by plan. Scale accounts carry their own (accounts.daily_request_cap). */
 export const PLAN_DAILY_REQUEST_CAP: Record<Plan, number> = {
@@ -66,13 +60,3 @@ export const KeyPrincipalRow = z.object({
   daily_request_cap: z.number().int().nullable(),
 });
 export type KeyPrincipalRow = z.infer<typeof KeyPrincipalRow>;
-
-/** The caller of a keyed request, as every module sees it. */
-export interface Principal {
-  keyId: string;
-  appId: string;
-  accountId: string;
-  mode: KeyMode;
-  plan: Plan;
-  dailyRequestCap: number;
-}

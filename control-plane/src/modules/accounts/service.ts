@@ -1,49 +1,57 @@
 import type { CommonQueryMethods, DatabasePool } from 'slonik';
-import type { Clock } from '../../lib/clock.js';
-import { newId } from '../../lib/random.js';
-import { digestsEqual, newSecret, secretHint, sha256 } from '../../lib/secrets.js';
+import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
+import type { KeyCheck, KeyKind, KeyMode, KeyResolver, Plan } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import { errors, ServiceError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { digestsEqual, newSecret, secretHint, sha256 } from '../../platform/secrets.js';
 import {
   KEY_PATTERN,
   KEY_PREFIX,
-  type KeyKind,
-  type KeyMode,
+  type KeyPrincipalRow,
   type KeyRow,
   PLAN_DAILY_REQUEST_CAP,
-  type Plan,
-  type Principal,
 } from './schema.js';
 import { accountsStore } from './store.js';
-
-export class AccountsError extends Error {
-  override name = 'AccountsError';
-}
-
-/** Why a presented key was refused: each case gets its own 401 message. */
-export type KeyRefusal = 'malformed' | 'publishable' | 'secret' | 'unknown' | 'revoked';
-
-export type KeyCheck = { ok: true; principal: Principal } | { ok: false; refusal: KeyRefusal };
 
 export function dailyRequestCap(plan: Plan, customCap: number | null): number {
   return plan === 'scale' && customCap !== null ? customCap : PLAN_DAILY_REQUEST_CAP[plan];
 }
 
-export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }) {
+const customCapRefused = () =>
+  new ServiceError('invalid_request', 'only Scale accounts take a custom daily request cap');
+
+/**
+ * Keys are read on every request: resolved keys (and unknown hashes, so that a flood of bad keys
+ * never reaches PostgreSQL) are kept in process for a minute, and a revocation or a plan change
+ * reaches every replica at once through the invalidation bus.
+ */
+const KEY_CACHE_TTL_MS = 60_000;
+const KEY_CACHE_ENTRIES = 100_000;
+
+export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; bus: InvalidationBus }) {
   const store = accountsStore(deps.pool);
+  const keyCache = createSharedCache<KeyPrincipalRow | null>({
+    name: 'keys',
+    ttlMs: KEY_CACHE_TTL_MS,
+    maxEntries: KEY_CACHE_ENTRIES,
+    bus: deps.bus,
+  });
 
   async function requireApp(appId: string, db: CommonQueryMethods = deps.pool) {
     const app = await accountsStore(db).findApp(appId);
-    if (!app) throw new AccountsError(`no app ${appId}`);
+    if (!app) throw errors.notFound(`App ${appId}`);
     return app;
   }
 
-  /** The database finds the row by hash; the hash is then compared in constant time. */
+  /** The row is found by the key's hash; the hash is then compared in constant time. */
   async function checkKey(token: string, kind: KeyKind): Promise<KeyCheck> {
     const match = KEY_PATTERN.exec(token);
     if (!match) return { ok: false, refusal: 'malformed' };
     const presented = match[1] === 'pk' ? 'publishable' : 'secret';
     if (presented !== kind) return { ok: false, refusal: presented };
     const hash = sha256(token);
-    const row = await store.findPrincipalByTokenHash(hash);
+    const row = await keyCache.get(hash.toString('hex'), () => store.findPrincipalByTokenHash(hash));
     if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
     return {
@@ -59,11 +67,18 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
     };
   }
 
+  const resolver: KeyResolver = {
+    /** Resolves a secret key (svc_…). */
+    checkSecretKey: (token) => checkKey(token, 'secret'),
+    /** Resolves a publishable key (pk_…), the only kind a client may send. */
+    checkPublishableKey: (token) => checkKey(token, 'publishable'),
+  };
+
   return {
+    ...resolver,
+
     createAccount: (input: { name: string; plan: Plan; dailyRequestCap?: number | null }) => {
-      if (input.dailyRequestCap != null && input.plan !== 'scale') {
-        throw new AccountsError('only Scale accounts take a custom daily request cap');
-      }
+      if (input.dailyRequestCap != null && input.plan !== 'scale') throw customCapRefused();
       return store.insertAccount({
         id: newId('acct'),
         name: input.name,
@@ -77,16 +92,16 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
     listAccounts: () => store.listAccounts(),
 
     setPlan: async (id: string, plan: Plan, customCap: number | null = null) => {
-      if (customCap !== null && plan !== 'scale')
-        throw new AccountsError('only Scale accounts take a custom daily request cap');
+      if (customCap !== null && plan !== 'scale') throw customCapRefused();
       const account = await store.updatePlan(id, plan, customCap);
-      if (!account) throw new AccountsError(`no account ${id}`);
+      if (!account) throw errors.notFound(`Account ${id}`);
+      // Every key of the account carries its plan and cap: a rare change, so everything is dropped.
+      await keyCache.clear();
       return account;
     },
 
     createApp: async (input: { accountId: string; name: string }) => {
-      if (!(await store.findAccount(input.accountId)))
-        throw new AccountsError(`no account ${input.accountId}`);
+      if (!(await store.findAccount(input.accountId))) throw errors.notFound(`Account ${input.accountId}`);
       return store.insertApp({
         id: newId('app'),
         accountId: input.accountId,
@@ -105,12 +120,13 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
     ): Promise<{ key: KeyRow; token: string }> => {
       await requireApp(input.appId, db);
       const token = newSecret(KEY_PREFIX[input.kind][input.mode]);
+      const hash = sha256(token);
       const key = await accountsStore(db).insertKey({
         id: newId('key'),
         appId: input.appId,
         kind: input.kind,
         mode: input.mode,
-        tokenHash: sha256(token),
+        tokenHash: hash,
         tokenHint: secretHint(token),
         publishableToken: input.kind === 'publishable' ? token : null,
         at: deps.clock.now(),
@@ -123,17 +139,15 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock }
       return store.listKeys(appId);
     },
 
+    /** Revokes a key: every replica refuses it from the next request on. */
     revokeKey: async (keyId: string) => {
-      const key = await store.revokeKey(keyId, deps.clock.now());
-      if (!key) throw new AccountsError(`no key ${keyId}`);
-      return key;
+      const revoked = await store.revokeKey(keyId, deps.clock.now());
+      if (!revoked) throw errors.notFound(`Key ${keyId}`);
+      await keyCache.invalidate(revoked.tokenHash.toString('hex'));
+      return revoked.key;
     },
 
-    /** Resolves a secret key (svc_…). */
-    checkSecretKey: (token: string) => checkKey(token, 'secret'),
-
-    /** Resolves a publishable key (pk_…), the only kind a client may send. */
-    checkPublishableKey: (token: string) => checkKey(token, 'publishable'),
+    resolver,
   };
 }
 

@@ -1,13 +1,7 @@
 import { type CommonQueryMethods, sql } from 'slonik';
-import {
-  AccountRow,
-  AppRow,
-  type KeyKind,
-  type KeyMode,
-  KeyPrincipalRow,
-  KeyRow,
-  type Plan,
-} from './schema.js';
+import { z } from 'zod';
+import type { KeyKind, KeyMode, Plan } from '../../platform/caller.js';
+import { AccountRow, AppRow, KeyPrincipalRow, KeyRow } from './schema.js';
 
 const accountColumns = sql.fragment`id, name, plan, daily_request_cap, balance_micros, created_at`;
 const keyColumns = sql.fragment`id, app_id, kind, mode, token_hint, publishable_token, created_at, revoked_at`;
@@ -76,10 +70,15 @@ export function accountsStore(db: CommonQueryMethods) {
         sql.type(KeyRow)`select ${keyColumns} from api_keys where app_id = ${appId} order by created_at, id`,
       ),
 
-    revokeKey: (id: string, at: Date) =>
-      db.maybeOne(sql.type(KeyRow)`
+    /** Revokes a key (once: a second revocation keeps the first time); its hash is for caches. */
+    revokeKey: async (id: string, at: Date) => {
+      const row = await db.maybeOne(sql.type(KeyRow.extend({ token_hash: z.instanceof(Buffer) }))`
         update api_keys set revoked_at = coalesce(revoked_at, ${sql.timestamp(at)})
-        where id = ${id} returning ${keyColumns}`),
+        where id = ${id} returning ${keyColumns}, token_hash`);
+      if (!row) return null;
+      const { token_hash: tokenHash, ...key } = row;
+      return { key, tokenHash };
+    },
 
     findPrincipalByTokenHash: (tokenHash: Buffer) =>
       db.maybeOne(sql.type(KeyPrincipalRow)`

@@ -56,8 +56,10 @@ export const BalanceResponse = Type.Object(
   {
     account_id: Type.String(),
     currency: Type.Literal('usd'),
-    balance_usd: Usd('Prepaid balance'),
+    balance_usd: Usd('Prepaid balance; below zero when usage metered afterwards was more than it held'),
     balance_micros: Micros('Prepaid balance'),
+    owed_usd: Usd('What is owed (0 unless the balance is below zero): the next top-up repays it first'),
+    owed_micros: Micros('What is owed'),
     ledger: Type.Array(LedgerEntry, { description: `The last ${LEDGER_WINDOW} movements, newest first` }),
   },
   { additionalProperties: false },

@@ -1,11 +1,23 @@
 import type { Redis } from 'ioredis';
 import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
-import type { Clock } from '../../lib/clock.js';
-import { digestsEqual, newSecret, sha256 } from '../../lib/secrets.js';
-import type { Principal } from '../accounts/schema.js';
-import type { BillingService, Payer } from '../billing/service.js';
-import type { RealtimeService } from '../realtime/service.js';
+import {
+  type Accrual,
+  applyOncePerAccount,
+  FIELD_SEPARATOR,
+  pendingKey,
+  priceParts,
+  readPrice,
+} from '../../platform/accrual.js';
+import type { AdmissionScript } from '../../platform/admission.js';
+import type { KeyMode, Principal } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import type { Metering, UsagePrice } from '../../platform/metering.js';
+import { metricKey } from '../../platform/price-catalogue.js';
+import type { Prices } from '../../platform/prices.js';
+import { newSecret, sha256 } from '../../platform/secrets.js';
+import { type Standing, standingKey } from '../../platform/standing.js';
+import type { AppScope, RealtimeService } from '../realtime/service.js';
 import { chatStore } from './store.js';
 
 export interface ChatSettings {
@@ -14,20 +26,56 @@ export interface ChatSettings {
   wsUrl: string;
 }
 
-/** What Redis keeps of a user's one live credential: never the password, only its hash. */
-interface StoredCredential {
-  appId: string;
-  accountId: string;
-  mode: Payer['mode'];
-  userId: string;
-  passwordHash: string;
-  expiresAt: number;
-}
-
+/** A user's one live credential: a Redis hash of the password's SHA-256 (hex) and its expiry. */
 const credentialKey = (localPart: string) => `svc:chat:credential:${localPart}`;
-/** Set once a user is counted as monthly active, so later logins of the month skip the database. */
-const activeKey = (payer: Payer, month: string, userId: string) =>
-  `svc:chat:active:${payer.appId}:${payer.mode}:${month}:${userId}`;
+/** The users of an app and mode counted active in a month (a set that outlives the month it names). */
+const activeKey = (appId: string, mode: KeyMode, month: string) =>
+  `svc:chat:active:${appId}:${mode}:${month}`;
+const ACTIVE_SET_SECONDS = 35 * 86_400;
+
+/** Accrued kinds: users given a credential (for isuser), and each user's first login of a month. */
+const CHAT_USERS = 'chat-users';
+const MONTHLY_ACTIVE = 'chat-mau';
+
+/**
+ * A new credential replaces the user's earlier one in one write, and the user is noted for the
+ * chat_users record, in the mint's admission round trip (K: credential, pending chat users;
+ * A: password hash, expiry ms, TTL ms, chat-users field).
+ */
+const MINT: AdmissionScript = {
+  name: 'chat-mint',
+  body: `
+redis.call('HSET', K[1], 'hash', A[1], 'expires', A[2])
+redis.call('PEXPIRE', K[1], A[3])
+redis.call('HSET', K[2], A[4], 1)`,
+};
+
+/**
+ * A login, answered in one round trip (KEYS: credential, account standing, the month's active set,
+ * pending monthly active users; ARGV: presented hash, now ms, live '1', user id, pending field).
+ * Digests are compared in constant time; the first login of a month is accrued for billing.
+ */
+const LOGIN = `
+local stored = redis.call('HMGET', KEYS[1], 'hash', 'expires')
+if not stored[1] then return 'unknown' end
+local a, b = stored[1], ARGV[1]
+if #a ~= #b then return 'refused' end
+local diff = 0
+for i = 1, #a do diff = bit.bor(diff, bit.bxor(string.byte(a, i), string.byte(b, i))) end
+if diff ~= 0 then return 'refused' end
+if tonumber(stored[2]) <= tonumber(ARGV[2]) then return 'expired' end
+if ARGV[3] == '1' then
+  local standing = redis.call('GET', KEYS[2])
+  if not standing then return 'standing-unknown' end
+  if string.sub(standing, 1, 1) ~= '1' then return 'unfunded' end
+end
+if redis.call('SADD', KEYS[3], ARGV[4]) == 1 then
+  redis.call('EXPIRE', KEYS[3], ${ACTIVE_SET_SECONDS})
+  redis.call('HSET', KEYS[4], ARGV[5], 1)
+end
+return 'ok'`;
+
+const field = (...parts: (string | number)[]) => parts.join(FIELD_SEPARATOR);
 
 export function createChatService(deps: {
   pool: DatabasePool;
@@ -35,36 +83,121 @@ export function createChatService(deps: {
   clock: Clock;
   ejabberd: EjabberdClient;
   realtime: RealtimeService;
-  billing: BillingService;
+  metering: Metering;
+  accrual: Accrual;
+  prices: Prices;
+  standing: Standing;
   settings: ChatSettings;
 }) {
   const jidOf = (localPart: string) => `${localPart}@${deps.settings.chatDomain}`;
 
-  /** A login's questions, answered in order; any "no" ends it. */
-  async function authenticate(localPart: string, password: string): Promise<boolean> {
-    const stored = await deps.redis.get(credentialKey(localPart));
-    if (stored === null) return false;
-    const credential = JSON.parse(stored) as StoredCredential;
-    const presented = sha256(password);
-    if (!digestsEqual(presented, Buffer.from(credential.passwordHash, 'hex'))) return false;
-    const now = deps.clock.now();
-    if (credential.expiresAt <= now.getTime()) return false;
-    const settings = await deps.realtime.ensure(credential);
-    if (!settings.products.includes('chat')) return false;
+  deps.accrual.register(CHAT_USERS, async (_batch, entries) => {
+    await chatStore(deps.pool).addUsers(
+      entries.map(([entry]) => {
+        const [appId = '', mode, userId = '', at] = entry.split(FIELD_SEPARATOR);
+        return { appId, mode: mode as KeyMode, userId, at: new Date(Number(at)) };
+      }),
+    );
+  });
 
-    const payer: Payer = credential;
-    const active = activeKey(payer, now.toISOString().slice(0, 7), credential.userId);
-    if ((await deps.redis.exists(active)) === 1) return true;
-    const { allowed } = await deps.billing.recordChatLogin(payer, credential.userId);
-    // The marker outlives the month it names, then goes.
-    if (allowed) await deps.redis.set(active, '1', 'EX', 32 * 86_400);
-    return allowed;
+  // Monthly active users: recorded once per user and month (the table's key), charged for the new ones
+  // at the price of their login.
+  deps.accrual.register(MONTHLY_ACTIVE, async (batch, entries) => {
+    type Login = { appId: string; mode: KeyMode; month: string; userId: string; at: Date; price: UsagePrice };
+    const byAccount = new Map<string, Login[]>();
+    for (const [entry] of entries) {
+      const [accountId = '', appId = '', mode, month = '', at, userId = '', ...price] =
+        entry.split(FIELD_SEPARATOR);
+      const logins = byAccount.get(accountId) ?? [];
+      logins.push({
+        appId,
+        mode: mode as KeyMode,
+        month,
+        userId,
+        at: new Date(Number(at)),
+        price: readPrice(price),
+      });
+      byAccount.set(accountId, logins);
+    }
+    await applyOncePerAccount(deps.pool, batch, byAccount, async (tx, accountId, logins) => {
+      const added = await chatStore(tx).addMonthlyActiveUsers(logins);
+      const priceOf = new Map(
+        logins.map((login) => [field(login.appId, login.mode, login.userId), login.price]),
+      );
+      const byPayer = new Map<
+        string,
+        { appId: string; mode: KeyMode; day: string; price: UsagePrice; count: number }
+      >();
+      for (const user of added) {
+        const price = priceOf.get(field(user.app_id, user.mode, user.user_id))!;
+        const key = field(user.app_id, user.mode, user.day, ...priceParts(price));
+        const group = byPayer.get(key) ?? {
+          appId: user.app_id,
+          mode: user.mode,
+          day: user.day,
+          price,
+          count: 0,
+        };
+        group.count += 1;
+        byPayer.set(key, group);
+      }
+      for (const key of [...byPayer.keys()].sort()) {
+        const { appId, mode, day, price, count } = byPayer.get(key)!;
+        await deps.metering.meter(
+          tx,
+          { accountId, appId, mode },
+          [{ product: 'chat', metric: 'monthly_active_users', quantity: count, price }],
+          day,
+        );
+      }
+    });
+  });
+
+  /** A login's questions, answered from the settings cache and one Redis round trip. */
+  async function authenticate(localPart: string, password: string): Promise<boolean> {
+    const dot = localPart.indexOf('.');
+    if (dot <= 0) return false;
+    const settings = await deps.realtime.findByChatPrefix(localPart.slice(0, dot));
+    if (!settings?.products.includes('chat')) return false;
+    const userId = localPart.slice(dot + 1);
+    const now = deps.clock.now();
+    const month = now.toISOString().slice(0, 7);
+    const price = (await deps.prices.table()).get(metricKey('chat', 'monthly_active_users'))!;
+    const login = () =>
+      deps.redis.eval(
+        LOGIN,
+        4,
+        credentialKey(localPart),
+        standingKey(settings.account_id),
+        activeKey(settings.app_id, settings.mode, month),
+        pendingKey(MONTHLY_ACTIVE),
+        sha256(password).toString('hex'),
+        now.getTime(),
+        settings.mode === 'live' ? '1' : '0',
+        userId,
+        field(
+          settings.account_id,
+          settings.app_id,
+          settings.mode,
+          month,
+          now.getTime(),
+          userId,
+          ...priceParts(price),
+        ),
+      ) as Promise<string>;
+    let answer = await login();
+    if (answer === 'standing-unknown') {
+      await deps.standing.load(settings.account_id);
+      answer = await login();
+    }
+    return answer === 'ok';
   }
 
   /** Whether ejabberd should treat the user as existing (to route messages to them when offline). */
   async function userExists(localPart: string): Promise<boolean> {
     const dot = localPart.indexOf('.');
     if (dot <= 0) return false;
+    if ((await deps.redis.exists(credentialKey(localPart))) === 1) return true;
     const settings = await deps.realtime.findByChatPrefix(localPart.slice(0, dot));
     return (
       settings !== null &&
@@ -73,31 +206,29 @@ export function createChatService(deps: {
   }
 
   return {
-    /** A new credential for the user, replacing any earlier one at once. */
+    /**
+     * A new credential for the user, replacing any earlier one at once. The request's admission and
+     * the credential's write are one Redis round trip; no PostgreSQL.
+     */
     mintCredential: async (
       principal: Principal,
       input: { user_id: string; name?: string; ttl_seconds: number },
+      admit: (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>,
     ) => {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
-      await deps.billing.requireLiveBalance(principal, 'chat credentials');
       const now = deps.clock.now();
       const localPart = `${settings.chat_prefix}.${input.user_id}`;
       const password = newSecret('');
       const expiresAt = now.getTime() + input.ttl_seconds * 1000;
-      const credential: StoredCredential = {
-        appId: principal.appId,
-        accountId: principal.accountId,
-        mode: principal.mode,
-        userId: input.user_id,
-        passwordHash: sha256(password).toString('hex'),
-        expiresAt,
-      };
-      await chatStore(deps.pool).addUser(principal.appId, principal.mode, input.user_id, now);
-      await deps.redis.set(
-        credentialKey(localPart),
-        JSON.stringify(credential),
-        'PX',
-        input.ttl_seconds * 1000,
+      await admit(
+        MINT,
+        [credentialKey(localPart), pendingKey(CHAT_USERS)],
+        [
+          sha256(password).toString('hex'),
+          expiresAt,
+          input.ttl_seconds * 1000,
+          field(principal.appId, principal.mode, input.user_id, now.getTime()),
+        ],
       );
       return {
         jid: jidOf(localPart),
@@ -134,6 +265,9 @@ export function createChatService(deps: {
         mam: settings.mam,
       };
     },
+
+    /** The names of the app's rooms in a mode. */
+    roomNames: (scope: AppScope) => chatStore(deps.pool).roomNames(scope.appId, scope.mode),
 
     /** ejabberd's external-auth question. Only the chat domain's users are ours to answer. */
     answerAuthCallback: async (question: {

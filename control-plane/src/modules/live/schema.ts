@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
-import { literalUnion } from '../../http/schemas.js';
+import { literalUnion } from '../../platform/schemas.js';
 
 export const KINDS = ['live', 'call', 'audio'] as const;
 export type Kind = (typeof KINDS)[number];
@@ -72,6 +72,7 @@ export const ATTRIBUTE_PUBLISHER = 'svc.publisher';
 export const OpenSessionRow = z.object({
   participant_sid: z.string(),
   room: z.string(),
+  identity: z.string(),
   app_id: z.string(),
   account_id: z.string(),
   mode: z.enum(['live', 'test']),

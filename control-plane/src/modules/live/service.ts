@@ -6,12 +6,17 @@ import {
   type VideoGrant,
   type WebhookEvent,
 } from 'livekit-server-sdk';
-import type { CommonQueryMethods, DatabasePool } from 'slonik';
+import type { DatabasePool } from 'slonik';
 import type { LiveKitClient } from '../../adapters/livekit.js';
-import type { Clock } from '../../lib/clock.js';
-import type { Principal } from '../accounts/schema.js';
-import type { AccountsService } from '../accounts/service.js';
-import type { BillingService, Usage } from '../billing/service.js';
+import type { Payer, Principal } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import { errors } from '../../platform/errors.js';
+import { takeLease } from '../../platform/lease.js';
+import type { Metering, Usage } from '../../platform/metering.js';
+import { metricKey } from '../../platform/price-catalogue.js';
+import type { Prices } from '../../platform/prices.js';
+import type { Standing } from '../../platform/standing.js';
+import { inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { RealtimeService } from '../realtime/service.js';
 import {
   ATTRIBUTE_KIND,
@@ -28,14 +33,17 @@ import {
 } from './schema.js';
 import { liveStore } from './store.js';
 
-/** A webhook whose signature does not verify: answered 401 and never metered. */
-export class WebhookSignatureError extends Error {
-  override name = 'WebhookSignatureError';
-}
-
 /** LiveKit retries a failed webhook for about 30 s; the reconciler leaves sessions alone that long and more. */
 export const RECONCILE_GRACE_MS = 60_000;
-const RECONCILE_LOCK = 'svc:live:reconcile';
+/** How often the spend guard looks at live accounts with open sessions. */
+export const SPEND_GUARD_EVERY_MS = 5_000;
+
+/** What a removed participant receives first, as a reliable data message on this topic. */
+export const NOTICE_TOPIC = 'svc.notice';
+export const BALANCE_EXHAUSTED = {
+  reason: 'balance_exhausted',
+  message: 'The app’s prepaid balance is used up, so this session was ended. It can resume after a top-up.',
+};
 
 const PUBLISHER: Omit<VideoGrant, 'room' | 'roomJoin'> = {
   canSubscribe: true,
@@ -72,56 +80,61 @@ export function usageOfSession(session: OpenSessionRow, seconds: number): Usage 
   };
 }
 
-interface RoomOwner {
-  appId: string;
-  accountId: string;
-  mode: OpenSessionRow['mode'];
-}
-
 const seconds = (from: Date, to: Date) => Math.max(0, Math.ceil((to.getTime() - from.getTime()) / 1000));
+
+const payerOf = (session: OpenSessionRow): Payer => ({
+  accountId: session.account_id,
+  appId: session.app_id,
+  mode: session.mode,
+});
 
 export function createLiveService(deps: {
   pool: DatabasePool;
   redis: Redis;
   clock: Clock;
   livekit: LiveKitClient;
-  accounts: AccountsService;
   realtime: RealtimeService;
-  billing: BillingService;
+  metering: Metering;
+  prices: Prices;
+  standing: Standing;
   publicUrl: string;
+  onError?: (error: unknown) => void;
 }) {
-  /** Ends a session at `leftAt` and meters it (unless it never became active). */
+  /**
+   * Ends sessions (locked by the caller, in participant order) and meters their minutes in one charge
+   * per payer: sessions, then the account, then usage rows, the lock order of every transaction.
+   * `endedAt` gives each session's end, or null when it never became active (not billed).
+   */
   async function closeAndMeter(
-    tx: CommonQueryMethods,
-    session: OpenSessionRow,
-    leftAt: Date,
-    meter: boolean,
+    tx: Transaction,
+    sessions: readonly OpenSessionRow[],
+    endedAt: (session: OpenSessionRow) => Date | null,
   ) {
-    const billed = meter ? seconds(session.joined_at, leftAt) : 0;
-    await liveStore(tx).close(session.participant_sid, leftAt, billed);
-    if (billed > 0) {
-      await deps.billing.meterAfter(
-        { accountId: session.account_id, appId: session.app_id, mode: session.mode },
-        [usageOfSession(session, billed)],
-        tx,
-      );
+    const usages = new Map<string, { payer: Payer; usages: Usage[] }>();
+    for (const session of sessions) {
+      const leftAt = endedAt(session) ?? session.joined_at;
+      const billed = seconds(session.joined_at, leftAt);
+      await liveStore(tx).close(session.participant_sid, leftAt, billed);
+      const payer = payerOf(session);
+      const key = `${payer.accountId}:${payer.appId}:${payer.mode}`;
+      const group = usages.get(key) ?? { payer, usages: [] };
+      group.usages.push(usageOfSession(session, billed));
+      usages.set(key, group);
+    }
+    for (const key of [...usages.keys()].sort()) {
+      const { payer, usages: metered } = usages.get(key)!;
+      await deps.metering.meter(tx, payer, metered);
     }
   }
 
   /** The app and account a LiveKit room belongs to, from the prefix of its name. */
-  async function roomOwner(roomName: string): Promise<RoomOwner | null> {
+  async function roomOwner(roomName: string): Promise<Payer | null> {
     const settings = await deps.realtime.findByChatPrefix(roomName.slice(0, roomName.indexOf('.')));
-    const app = settings && (await deps.accounts.getApp(settings.app_id));
-    return settings && app ? { appId: app.id, accountId: app.account_id, mode: settings.mode } : null;
+    return settings ? { appId: settings.app_id, accountId: settings.account_id, mode: settings.mode } : null;
   }
 
   /** Records a participant from LiveKit's report, if it joined with a token this service minted. */
-  async function openSession(
-    tx: CommonQueryMethods,
-    owner: RoomOwner,
-    roomName: string,
-    participant: ParticipantInfo,
-  ) {
+  async function openSession(tx: Transaction, owner: Payer, roomName: string, participant: ParticipantInfo) {
     const kind = participant.attributes[ATTRIBUTE_KIND] as Kind | undefined;
     const quality = participant.attributes[ATTRIBUTE_QUALITY] as Quality | undefined;
     if (!kind || !KINDS.includes(kind) || !quality || !QUALITIES.includes(quality)) return;
@@ -138,7 +151,7 @@ export function createLiveService(deps: {
     });
   }
 
-  async function apply(tx: CommonQueryMethods, event: WebhookEvent, owner: RoomOwner | null): Promise<void> {
+  async function apply(tx: Transaction, event: WebhookEvent, owner: Payer | null): Promise<void> {
     const store = liveStore(tx);
     const roomName = event.room?.name ?? '';
     const at = new Date(Number(event.createdAt) * 1000);
@@ -161,22 +174,27 @@ export function createLiveService(deps: {
         }
         return;
       case 'participant_left':
-      case 'participant_connection_aborted':
+      case 'participant_connection_aborted': {
         if (!participant) return;
         // The leave carries the whole participant, so a lost join is made good here.
         if (owner) await openSession(tx, owner, roomName, participant);
-        for (const session of await store.lockOpen({ participantSid: participant.sid })) {
-          await closeAndMeter(tx, session, at, event.event === 'participant_left');
-        }
+        const aborted = event.event === 'participant_connection_aborted';
+        await closeAndMeter(tx, await store.lockOpen({ participantSid: participant.sid }), () =>
+          aborted ? null : at,
+        );
         return;
+      }
       case 'room_finished':
-        for (const session of await store.lockOpen({ room: roomName }))
-          await closeAndMeter(tx, session, at, true);
+        await closeAndMeter(tx, await store.lockOpen({ room: roomName }), () => at);
         return;
       default:
         return;
     }
   }
+
+  /** Removes a participant of an account that cannot pay, telling it why; false when it had gone. */
+  const evict = (room: string, identity: string) =>
+    deps.livekit.removeParticipant(room, identity, { topic: NOTICE_TOPIC, payload: BALANCE_EXHAUSTED });
 
   return {
     mintToken: async (
@@ -192,14 +210,13 @@ export function createLiveService(deps: {
     ) => {
       const kind = input.kind ?? 'live';
       const settings = await deps.realtime.requireProduct(principal, kind === 'live' ? 'live' : 'calls');
-      await deps.billing.requireLiveBalance(principal, 'live and call tokens');
       const publish = input.publish ?? PUBLISHES_BY_DEFAULT[kind];
       const room = `${settings.chat_prefix}.${input.room}`;
-      await deps.livekit.ensureRoom(room, settings.max_room_size);
       const token = await deps.livekit.mintToken({
         identity: input.identity,
         room,
         ttlSeconds: input.ttl_seconds,
+        maxParticipants: settings.max_room_size,
         grant: grantFor(kind, publish),
         attributes: {
           [ATTRIBUTE_KIND]: kind,
@@ -216,16 +233,32 @@ export function createLiveService(deps: {
       try {
         event = await deps.livekit.receiveWebhook(body, authorization);
       } catch (error) {
-        throw new WebhookSignatureError(error instanceof Error ? error.message : String(error));
+        throw errors.unauthenticated('The webhook signature does not verify', {
+          detail: error instanceof Error ? error.message : String(error),
+        });
       }
-      // Looked up before the transaction: slonik runs nothing on the pool while one is open.
       const owner = event.room?.name ? await roomOwner(event.room.name) : null;
-      return deps.pool.transaction(async (tx) => {
-        if (!(await liveStore(tx).claimEvent(event.id, event.event, deps.clock.now())))
-          return { applied: false };
-        await apply(tx, event, owner);
-        return { applied: true };
-      });
+      const applied = await inTransaction(
+        deps.pool,
+        async (tx) => {
+          if (!(await liveStore(tx).claimEvent(event.id, event.event, deps.clock.now()))) return false;
+          await apply(tx, event, owner);
+          return true;
+        },
+        deps.onError,
+      );
+      // A participant of a live account that cannot pay (back with a token minted earlier) is sent away.
+      const participant = event.participant;
+      if (
+        applied &&
+        event.event === 'participant_joined' &&
+        participant &&
+        owner?.mode === 'live' &&
+        !(await deps.standing.funded(owner.accountId))
+      ) {
+        await evict(event.room!.name, participant.identity);
+      }
+      return { applied };
     },
 
     /**
@@ -234,30 +267,75 @@ export function createLiveService(deps: {
      * are closed and billed up to when they were last seen. One replica at a time.
      */
     reconcile: async (): Promise<{ rooms: number; closed: number }> => {
-      if ((await deps.redis.set(RECONCILE_LOCK, '1', 'PX', RECONCILE_GRACE_MS / 2, 'NX')) !== 'OK') {
+      if (!(await takeLease(deps.redis, 'live-reconcile', RECONCILE_GRACE_MS / 2)))
         return { rooms: 0, closed: 0 };
-      }
       const rooms = await liveStore(deps.pool).openRooms();
       let closed = 0;
       for (const room of rooms) {
         const present = new Set((await deps.livekit.listParticipants(room)).map((p) => p.sid));
         const now = deps.clock.now();
-        await deps.pool.transaction(async (tx) => {
-          const store = liveStore(tx);
-          const sessions = await store.lockOpen({ room });
-          await store.markSeen(
-            sessions.filter((s) => present.has(s.participant_sid)).map((s) => s.participant_sid),
-            now,
-          );
-          for (const session of sessions) {
-            if (present.has(session.participant_sid)) continue;
-            if (now.getTime() - session.last_seen_at.getTime() < RECONCILE_GRACE_MS) continue;
-            await closeAndMeter(tx, session, session.last_seen_at, true);
-            closed += 1;
-          }
-        });
+        await inTransaction(
+          deps.pool,
+          async (tx) => {
+            const store = liveStore(tx);
+            const sessions = await store.lockOpen({ room });
+            await store.markSeen(
+              sessions.filter((s) => present.has(s.participant_sid)).map((s) => s.participant_sid),
+              now,
+            );
+            const lost = sessions.filter(
+              (s) =>
+                !present.has(s.participant_sid) &&
+                now.getTime() - s.last_seen_at.getTime() >= RECONCILE_GRACE_MS,
+            );
+            await closeAndMeter(tx, lost, (session) => session.last_seen_at);
+            closed += lost.length;
+          },
+          deps.onError,
+        );
       }
       return { rooms: rooms.length, closed };
+    },
+
+    /**
+     * The spend guard: a live account whose balance, less what its open sessions have accrued so far
+     * (past its free minutes), is zero or below has every open participant removed, each told why,
+     * so that a tiny balance cannot buy a long call. One replica at a time.
+     */
+    guardSpend: async (): Promise<{ accounts: number; removed: number }> => {
+      if (!(await takeLease(deps.redis, 'live-spend-guard', SPEND_GUARD_EVERY_MS - 500))) {
+        return { accounts: 0, removed: 0 };
+      }
+      const now = deps.clock.now();
+      const store = liveStore(deps.pool);
+      const sessions = await store.openLiveSessions();
+      if (sessions.length === 0) return { accounts: 0, removed: 0 };
+      const accountIds = [...new Set(sessions.map((s) => s.account_id))];
+      const [table, positions] = await Promise.all([
+        deps.prices.table(),
+        deps.metering.positions(accountIds, now),
+      ]);
+      let exhausted = 0;
+      let removed = 0;
+      for (const accountId of accountIds) {
+        const open = sessions.filter((s) => s.account_id === accountId);
+        const secondsByMetric = new Map<string, number>();
+        for (const session of open) {
+          const usage = usageOfSession(session, seconds(session.joined_at, now));
+          const key = metricKey(usage.product, usage.metric);
+          secondsByMetric.set(key, (secondsByMetric.get(key) ?? 0) + usage.quantity);
+        }
+        let accrued = 0;
+        for (const [key, quantity] of secondsByMetric) {
+          const price = table.get(key)!;
+          const left = Math.max(0, price.allowance - (positions.get(accountId)?.allowanceUsed.get(key) ?? 0));
+          accrued += (Math.max(0, quantity - left) * price.priceMicros) / price.unitSize;
+        }
+        if ((positions.get(accountId)?.balance ?? 0) - accrued > 0) continue;
+        exhausted += 1;
+        for (const session of open) if (await evict(session.room, session.identity)) removed += 1;
+      }
+      return { accounts: exhausted, removed };
     },
   };
 }

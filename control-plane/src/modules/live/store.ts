@@ -1,10 +1,10 @@
 import { type CommonQueryMethods, sql } from 'slonik';
 import { z } from 'zod';
-import type { KeyMode } from '../accounts/schema.js';
+import type { KeyMode } from '../../platform/caller.js';
 import { type Kind, OpenSessionRow, type Quality } from './schema.js';
 
 const openColumns = sql.fragment`
-  s.participant_sid, s.room, s.app_id, s.account_id, s.mode, s.kind, s.declared_quality, q.quality as published_quality,
+  s.participant_sid, s.room, s.identity, s.app_id, s.account_id, s.mode, s.kind, s.declared_quality, q.quality as published_quality,
   s.joined_at, s.last_seen_at`;
 
 /** SQL of LiveKit events and participant sessions. */
@@ -46,7 +46,10 @@ export function liveStore(db: CommonQueryMethods) {
                > array_position(array['hd', 'fhd', '4k'], live_published_quality.quality)
           then excluded.quality else live_published_quality.quality end`),
 
-    /** Open sessions, locked, of one participant or of every participant of a room. */
+    /**
+     * Open sessions, locked in participant order (the one order of every transaction that locks
+     * several), of one participant or of every participant of a room.
+     */
     lockOpen: (filter: { participantSid: string } | { room: string }) =>
       db.any(sql.type(OpenSessionRow)`
         select ${openColumns} from live_sessions s left join live_published_quality q using (participant_sid)
@@ -55,7 +58,14 @@ export function liveStore(db: CommonQueryMethods) {
             ? sql.fragment`s.participant_sid = ${filter.participantSid}`
             : sql.fragment`s.room = ${filter.room}`
         }
+        order by s.participant_sid
         for update of s`),
+
+    /** Every open session of a live key, for the spend guard (not locked: it only reads). */
+    openLiveSessions: () =>
+      db.any(sql.type(OpenSessionRow)`
+        select ${openColumns} from live_sessions s left join live_published_quality q using (participant_sid)
+        where s.left_at is null and s.mode = 'live'`),
 
     openRooms: () =>
       db.anyFirst(

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
-import { literalUnion } from '../../http/schemas.js';
+import { literalUnion } from '../../platform/schemas.js';
 
 export const PRODUCTS = ['chat', 'live', 'calls'] as const;
 export type Product = (typeof PRODUCTS)[number];
@@ -13,6 +13,7 @@ export const DEFAULT_SETTINGS = { mam: false, products: [...PRODUCTS] as Product
 
 export const RealtimeAppRow = z.object({
   app_id: z.string(),
+  account_id: z.string(),
   mode: z.enum(['live', 'test']),
   chat_prefix: z.string(),
   publishable_token: z.string(),
@@ -20,6 +21,7 @@ export const RealtimeAppRow = z.object({
   mam: z.boolean(),
   products: z.array(z.enum(PRODUCTS)),
   max_room_size: z.number().int(),
+  version: z.number().int(),
 });
 export type RealtimeAppRow = z.infer<typeof RealtimeAppRow>;
 

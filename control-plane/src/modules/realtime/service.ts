@@ -1,17 +1,22 @@
-import { type DatabasePool, sql } from 'slonik';
-import { z } from 'zod';
+import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
-import { ApiError } from '../../http/errors.js';
-import type { Clock } from '../../lib/clock.js';
-import { randomBase62 } from '../../lib/random.js';
-import { newSecret } from '../../lib/secrets.js';
-import type { KeyMode } from '../accounts/schema.js';
+import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
+import type { KeyMode } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import { errors } from '../../platform/errors.js';
+import { randomBase62 } from '../../platform/ids.js';
+import { newSecret } from '../../platform/secrets.js';
 import type { AccountsService } from '../accounts/service.js';
 import { DEFAULT_SETTINGS, type Product, type RealtimeAppRow } from './schema.js';
 import { realtimeStore } from './store.js';
 
 /** Rooms are brought to new settings a few at a time, so a large app does not flood ejabberd. */
 const ROOM_UPDATE_CONCURRENCY = 8;
+/** Settings are read by every mint and login; a change reaches every replica through the bus. */
+const SETTINGS_CACHE_TTL_MS = 60_000;
+const SETTINGS_CACHE_ENTRIES = 50_000;
+/** A PATCH that keeps losing the race to concurrent PATCHes of the same app gives up (409). */
+const UPDATE_ATTEMPTS = 5;
 
 export interface AppScope {
   appId: string;
@@ -24,13 +29,10 @@ export interface SettingsChange {
   max_room_size?: number;
 }
 
-export function productDisabled(product: Product): ApiError {
-  return new ApiError(
-    'permission_error',
+export function productDisabled(product: Product) {
+  return errors.forbidden(
     `The ${product} product is switched off for this app (PATCH /v1/realtime/app)`,
-    {
-      code: 'PRODUCT_DISABLED',
-    },
+    'PRODUCT_DISABLED',
   );
 }
 
@@ -42,8 +44,24 @@ export function createRealtimeService(deps: {
   clock: Clock;
   accounts: AccountsService;
   ejabberd: EjabberdClient;
+  bus: InvalidationBus;
   chatDomain: string;
+  /** The chat rooms of an app, to bring them to a new room size. */
+  chatRooms: (scope: AppScope) => Promise<readonly string[]>;
 }) {
+  const cache = createSharedCache<RealtimeAppRow | null>({
+    name: 'realtime-settings',
+    ttlMs: SETTINGS_CACHE_TTL_MS,
+    maxEntries: SETTINGS_CACHE_ENTRIES,
+    bus: deps.bus,
+  });
+  const scopeKey = (scope: AppScope) => `app:${scope.appId}:${scope.mode}`;
+  const prefixKey = (prefix: string) => `prefix:${prefix}`;
+  const forget = async (row: RealtimeAppRow) => {
+    await cache.invalidate(scopeKey({ appId: row.app_id, mode: row.mode }));
+    await cache.invalidate(prefixKey(row.chat_prefix));
+  };
+
   function present(row: RealtimeAppRow) {
     return {
       app_id: row.app_id,
@@ -56,13 +74,11 @@ export function createRealtimeService(deps: {
     };
   }
 
-  /** The app's settings for the caller's mode, made on first use with the defaults. */
-  async function ensure(scope: AppScope): Promise<RealtimeAppRow> {
-    const existing = await realtimeStore(deps.pool).find(scope.appId, scope.mode);
-    if (existing) return existing;
-    return deps.pool.transaction(async (tx) => {
+  /** Makes the app's settings for a mode with the defaults: once, however many replicas race. */
+  async function create(scope: AppScope): Promise<RealtimeAppRow> {
+    const row = await deps.pool.transaction(async (tx) => {
       const store = realtimeStore(tx);
-      await store.lockApp(scope.appId);
+      await store.lockSetup(scope.appId);
       const raced = await store.find(scope.appId, scope.mode);
       if (raced) return raced;
       const { key } = await deps.accounts.createKey(
@@ -82,6 +98,33 @@ export function createRealtimeService(deps: {
       });
       return (await store.find(scope.appId, scope.mode))!;
     });
+    await forget(row);
+    return row;
+  }
+
+  /** The app's settings for the caller's mode (from the cache), made on first use with the defaults. */
+  async function ensure(scope: AppScope): Promise<RealtimeAppRow> {
+    const cached = await cache.get(scopeKey(scope), () =>
+      realtimeStore(deps.pool).find(scope.appId, scope.mode),
+    );
+    return cached ?? create(scope);
+  }
+
+  /** Brings ejabberd to the new settings: the app's archiving flag, and the size of every room. */
+  async function push(current: RealtimeAppRow, next: { mam: boolean; maxRoomSize: number }, scope: AppScope) {
+    if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
+    if (next.maxRoomSize !== current.max_room_size) {
+      const rooms = await deps.chatRooms(scope);
+      for (let i = 0; i < rooms.length; i += ROOM_UPDATE_CONCURRENCY) {
+        await Promise.all(
+          rooms
+            .slice(i, i + ROOM_UPDATE_CONCURRENCY)
+            .map((room) =>
+              deps.ejabberd.ensureRoom(`${current.chat_prefix}.${room}`, { maxUsers: next.maxRoomSize }),
+            ),
+        );
+      }
+    }
   }
 
   return {
@@ -96,43 +139,36 @@ export function createRealtimeService(deps: {
       return settings;
     },
 
-    findByChatPrefix: (prefix: string) => realtimeStore(deps.pool).findByPrefix(prefix),
+    /** The settings of a chat prefix (a JID's or a room's), or null when no app has it. */
+    findByChatPrefix: (prefix: string) =>
+      cache.get(prefixKey(prefix), () => realtimeStore(deps.pool).findByPrefix(prefix)),
 
     /**
-     * Changes the settings. Archiving and room size reach ejabberd before the change commits: the
-     * app's archiving flag (which covers its rooms too), and the size of every existing room.
+     * Changes the settings. ejabberd is brought to them first, holding no lock (inserts that
+     * reference the app never wait for it); the change is then written only if the settings are
+     * still those that were read, else it starts over from the newer ones, so that whatever order
+     * concurrent changes arrive in, ejabberd ends with the settings the database keeps.
      */
     update: async (scope: AppScope, change: SettingsChange) => {
       await ensure(scope);
-      const updated = await deps.pool.transaction(async (tx) => {
-        const store = realtimeStore(tx);
-        await store.lockApp(scope.appId);
-        const current = (await store.find(scope.appId, scope.mode))!;
+      for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt += 1) {
+        const current = (await realtimeStore(deps.pool).find(scope.appId, scope.mode))!;
         const next = {
           mam: change.mam ?? current.mam,
           products: change.products ?? current.products,
           maxRoomSize: change.max_room_size ?? current.max_room_size,
         };
-        await store.update(scope.appId, scope.mode, { ...next, at: deps.clock.now() });
-        if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
-        if (next.maxRoomSize !== current.max_room_size) {
-          const rooms = await tx.anyFirst(
-            sql.type(z.object({ room: z.string() }))`
-              select room from chat_rooms where app_id = ${scope.appId} and mode = ${scope.mode} order by room`,
-          );
-          for (let i = 0; i < rooms.length; i += ROOM_UPDATE_CONCURRENCY) {
-            await Promise.all(
-              rooms
-                .slice(i, i + ROOM_UPDATE_CONCURRENCY)
-                .map((room) =>
-                  deps.ejabberd.ensureRoom(`${current.chat_prefix}.${room}`, { maxUsers: next.maxRoomSize }),
-                ),
-            );
-          }
+        await push(current, next, scope);
+        const written = await realtimeStore(deps.pool).update(scope.appId, scope.mode, current.version, {
+          ...next,
+          at: deps.clock.now(),
+        });
+        if (written) {
+          await forget(current);
+          return present((await realtimeStore(deps.pool).find(scope.appId, scope.mode))!);
         }
-        return (await store.find(scope.appId, scope.mode))!;
-      });
-      return present(updated);
+      }
+      throw errors.conflict('The settings kept changing under this request; try again');
     },
   };
 }

@@ -1,7 +1,9 @@
 import { createHmac } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { type Clock, utcDay } from '../../lib/clock.js';
-import type { Principal } from '../accounts/schema.js';
+import type { AdmissionScript } from '../../platform/admission.js';
+import type { Principal } from '../../platform/caller.js';
+import { type Clock, utcDay } from '../../platform/clock.js';
+import { errors } from '../../platform/errors.js';
 import type { RealtimeService } from '../realtime/service.js';
 import {
   AUTOMATION_USER_AGENT,
@@ -18,19 +20,38 @@ import { signTicketPayload } from './verify.js';
 /** Counters are kept a little longer than the longest report (30 days). */
 const KEEP_SECONDS = 32 * 86_400;
 
-export class TooManyTicketsError extends Error {
-  override name = 'TooManyTicketsError';
-}
+/**
+ * A ticket's counters, in the request's admission round trip (K: the address's tickets this minute,
+ * the viewers of (scope, address) today, today's hits, today's verdicts; A: tickets per minute, subject,
+ * hits member, keep seconds, bot '1'/'0', suspicious above, block above). Past the per-minute rate the
+ * ticket is refused before anything is counted. Returns the verdict and the viewers.
+ */
+const TICKET: AdmissionScript = {
+  name: 'shield-ticket',
+  body: `
+local sent = redis.call('INCR', K[1])
+if sent == 1 then redis.call('EXPIRE', K[1], 120) end
+if sent > tonumber(A[1]) then return {'rate', 0} end
+redis.call('SADD', K[2], A[2])
+redis.call('EXPIRE', K[2], A[4])
+local viewers = redis.call('SCARD', K[2])
+redis.call('ZINCRBY', K[3], 1, A[3])
+redis.call('EXPIRE', K[3], A[4])
+local verdict = 'ok'
+if A[5] == '1' then verdict = 'bot'
+elseif viewers > tonumber(A[7]) then verdict = 'block'
+elseif viewers > tonumber(A[6]) then verdict = 'suspicious' end
+redis.call('HINCRBY', K[4], verdict, 1)
+redis.call('EXPIRE', K[4], A[4])
+return {verdict, viewers}`,
+};
 
-export function verdictFor(userAgent: string, viewers: number): { verdict: Verdict; reason: string } {
-  if (AUTOMATION_USER_AGENT.test(userAgent)) return { verdict: 'bot', reason: 'automation user agent' };
-  if (viewers > BLOCK_ABOVE)
-    return { verdict: 'block', reason: `more than ${BLOCK_ABOVE} viewers from one address today` };
-  if (viewers > SUSPICIOUS_ABOVE) {
-    return { verdict: 'suspicious', reason: `more than ${SUSPICIOUS_ABOVE} viewers from one address today` };
-  }
-  return { verdict: 'ok', reason: '' };
-}
+const REASONS: Record<Verdict, string> = {
+  ok: '',
+  bot: 'automation user agent',
+  block: `more than ${BLOCK_ABOVE} viewers from one address today`,
+  suspicious: `more than ${SUSPICIOUS_ABOVE} viewers from one address today`,
+};
 
 const lastDays = (now: Date, days: number) =>
   Array.from({ length: days }, (_, i) => utcDay(new Date(now.getTime() - i * 86_400_000)));
@@ -50,41 +71,38 @@ export function createShieldService(deps: {
   const prefix = (scope: Principal) => `svc:shield:${scope.appId}:${scope.mode}`;
 
   return {
+    /** A signed verdict; the request's admission and every counter are one Redis round trip. */
     issueTicket: async (
       principal: Principal,
       input: { subject: string; scope: string },
       client: { address: string; userAgent: string },
+      admit: (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>,
     ) => {
+      const settings = await deps.realtime.ensure(principal);
       const now = deps.clock.now();
       const hashed = addressHash(client.address);
-      const minuteKey = `svc:shield:rate:${hashed}:${Math.floor(now.getTime() / 60_000)}`;
-      const [[, sent]] = (await deps.redis.multi().incr(minuteKey).expire(minuteKey, 120).exec()) as [
-        [Error | null, number],
-      ];
-      if (sent > TICKETS_PER_MINUTE)
-        throw new TooManyTicketsError('More than 120 tickets a minute from this address');
-
       const day = utcDay(now);
       const base = prefix(principal);
-      const viewersKey = `${base}:viewers:${day}:${input.scope}:${hashed}`;
-      const member = `${input.scope}\t${hashed}`;
-      const results = (await deps.redis
-        .multi()
-        .sadd(viewersKey, input.subject)
-        .expire(viewersKey, KEEP_SECONDS)
-        .scard(viewersKey)
-        .zincrby(`${base}:hits:${day}`, 1, member)
-        .expire(`${base}:hits:${day}`, KEEP_SECONDS)
-        .exec()) as [Error | null, number][];
-      const viewers = Number(results[2]![1]);
-      const { verdict, reason } = verdictFor(client.userAgent, viewers);
-      await deps.redis
-        .multi()
-        .hincrby(`${base}:verdicts:${day}`, verdict, 1)
-        .expire(`${base}:verdicts:${day}`, KEEP_SECONDS)
-        .exec();
-
-      const settings = await deps.realtime.ensure(principal);
+      const [verdict] = (await admit(
+        TICKET,
+        [
+          `svc:shield:rate:${hashed}:${Math.floor(now.getTime() / 60_000)}`,
+          `${base}:viewers:${day}:${input.scope}:${hashed}`,
+          `${base}:hits:${day}`,
+          `${base}:verdicts:${day}`,
+        ],
+        [
+          TICKETS_PER_MINUTE,
+          input.subject,
+          `${input.scope}\t${hashed}`,
+          KEEP_SECONDS,
+          AUTOMATION_USER_AGENT.test(client.userAgent) ? '1' : '0',
+          SUSPICIOUS_ABOVE,
+          BLOCK_ABOVE,
+        ],
+      )) as [Verdict | 'rate', number];
+      if (verdict === 'rate')
+        throw errors.rateLimited('More than 120 tickets a minute from this address', 60);
       const expiresAt = Math.floor(now.getTime() / 1000) + TICKET_TTL_SECONDS;
       const payload = Buffer.from(
         JSON.stringify({ a: principal.appId, s: input.subject, c: input.scope, v: verdict, e: expiresAt }),
@@ -92,7 +110,7 @@ export function createShieldService(deps: {
       return {
         ticket: `${payload}.${signTicketPayload(settings.shield_secret, payload)}`,
         verdict,
-        reason,
+        reason: REASONS[verdict],
         expires_at: expiresAt,
       };
     },

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
-import { literalUnion } from '../../http/schemas.js';
+import { literalUnion, Page } from '../../platform/schemas.js';
 
 export const MAX_UPLOAD_BYTES = 5 * 1024 ** 3;
 /** Test keys' storage: declared sizes of pending uploads plus real sizes of ready objects, per app. */
@@ -149,10 +149,7 @@ export const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const ListResponse = Type.Object(
-  { items: Type.Array(StorageObject), next_cursor: Type.Union([Type.String(), Type.Null()]) },
-  { additionalProperties: false },
-);
+export const ListResponse = Page(StorageObject, 'Newest first');
 
 export const DeleteResponse = Type.Object(
   { id: Type.String(), deleted: Type.Literal(true) },

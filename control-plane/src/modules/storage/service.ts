@@ -1,10 +1,11 @@
 import type { DatabasePool } from 'slonik';
 import type { ObjectStore } from '../../adapters/s3.js';
-import { ApiError, errors } from '../../http/errors.js';
-import { type Clock, utcDay } from '../../lib/clock.js';
-import { newId } from '../../lib/random.js';
-import type { Principal } from '../accounts/schema.js';
-import type { BillingService } from '../billing/service.js';
+import type { Principal } from '../../platform/caller.js';
+import { type Clock, utcDay } from '../../platform/clock.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { Metering } from '../../platform/metering.js';
+import { type Db, inTransaction } from '../../platform/transaction.js';
 import {
   ACTIVE_DOCUMENT_NAME,
   isAllowedContentType,
@@ -19,7 +20,8 @@ import { storageStore } from './store.js';
 
 /** How many bytes are read to recognise an HTML or SVG document sent under another type. */
 const SNIFF_BYTES = 512;
-const SWEEP_BATCH = 500;
+/** S3's multi-object delete takes up to 1,000 keys. */
+const SWEEP_BATCH = 1_000;
 
 export function present(row: StorageObjectRow) {
   return {
@@ -41,21 +43,17 @@ function decodeCursor(cursor: string): { createdAt: Date; id: string } {
   const [at = '', id = ''] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
   const createdAt = new Date(at);
   if (Number.isNaN(createdAt.getTime()) || !id) {
-    throw errors.validation([{ in: 'query', field: 'cursor', message: 'is not a cursor this API gave out' }]);
+    throw errors.invalidField('query', 'cursor', 'is not a cursor this API gave out');
   }
   return { createdAt, id };
 }
 
 const refusedType = (contentType: string) =>
-  errors.validation([
-    {
-      in: 'body',
-      field: 'content_type',
-      message: `${contentType} is not accepted: images, MP4/WebM/QuickTime/Matroska video, audio, PDF, JSON, CSV, plain text, WebVTT and ZIP are; HTML and SVG never`,
-    },
-  ]);
-
-const conflict = (message: string) => new ApiError('conflict', message);
+  errors.invalidField(
+    'body',
+    'content_type',
+    `${contentType} is not accepted: images, MP4/WebM/QuickTime/Matroska video, audio, PDF, JSON, CSV, plain text, WebVTT and ZIP are; HTML and SVG never`,
+  );
 
 /** Object keys: the key mode first, so lifecycle rules can target test objects by prefix. */
 export const storageKeyOf = (mode: string, appId: string, objectId: string) => `${mode}/${appId}/${objectId}`;
@@ -64,10 +62,15 @@ export function createStorageService(deps: {
   pool: DatabasePool;
   clock: Clock;
   objects: ObjectStore;
-  billing: BillingService;
+  metering: Metering;
+  onError?: (error: unknown) => void;
 }) {
-  async function requireObject(principal: Principal, id: string): Promise<StorageObjectRow> {
-    const row = await storageStore(deps.pool).find(id, principal.appId, principal.mode);
+  async function requireObject(
+    principal: Principal,
+    id: string,
+    db: Db = deps.pool,
+  ): Promise<StorageObjectRow> {
+    const row = await storageStore(db).find(id, principal.appId, principal.mode);
     if (!row) throw errors.notFound(`Object ${id}`);
     return row;
   }
@@ -82,55 +85,43 @@ export function createStorageService(deps: {
     reserveUpload: async (
       principal: Principal,
       input: { name: string; content_type: string; size_bytes: number; metadata?: Record<string, string> },
+      tx: Db,
     ) => {
       if (!isAllowedContentType(input.content_type)) throw refusedType(input.content_type);
       if (ACTIVE_DOCUMENT_NAME.test(input.name)) {
-        throw errors.validation([
-          { in: 'body', field: 'name', message: 'HTML and SVG files are not accepted' },
-        ]);
+        throw errors.invalidField('body', 'name', 'HTML and SVG files are not accepted');
       }
       const id = newId('obj');
       const storageKey = storageKeyOf(principal.mode, principal.appId, id);
-      const { result: row, costMicros } = await deps.billing.charge(
-        principal,
-        [{ product: 'storage', metric: 'uploads', quantity: 1 }],
-        async (tx) => {
-          const store = storageStore(tx);
-          if (principal.mode === 'test') {
-            await store.lockQuota(principal.appId, principal.mode);
-            const used = await store.usedBytes(principal.appId, principal.mode);
-            if (used + input.size_bytes > TEST_QUOTA_BYTES) {
-              throw new ApiError(
-                'permission_error',
-                `Test keys store at most 1 GB per app; ${Math.max(0, TEST_QUOTA_BYTES - used)} bytes are left`,
-                { code: 'QUOTA_EXCEEDED' },
-              );
-            }
-          }
-          return store.insert({
-            id,
-            appId: principal.appId,
-            accountId: principal.accountId,
-            mode: principal.mode,
-            name: input.name,
-            contentType: input.content_type,
-            declaredSize: input.size_bytes,
-            metadata: input.metadata ?? {},
-            storageKey,
-            at: deps.clock.now(),
-          });
-        },
-      );
-      const uploadUrl = await deps.objects.presignUpload(storageKey, input.content_type, UPLOAD_URL_SECONDS);
+      const store = storageStore(tx);
+      if (principal.mode === 'test') {
+        await store.lockQuota(principal.appId, principal.mode);
+        const used = await store.usedBytes(principal.appId, principal.mode);
+        if (used + input.size_bytes > TEST_QUOTA_BYTES) {
+          throw errors.forbidden(
+            `Test keys store at most 1 GB per app; ${Math.max(0, TEST_QUOTA_BYTES - used)} bytes are left`,
+            'QUOTA_EXCEEDED',
+          );
+        }
+      }
+      const row = await store.insert({
+        id,
+        appId: principal.appId,
+        accountId: principal.accountId,
+        mode: principal.mode,
+        name: input.name,
+        contentType: input.content_type,
+        declaredSize: input.size_bytes,
+        metadata: input.metadata ?? {},
+        storageKey,
+        at: deps.clock.now(),
+      });
       return {
-        costMicros,
-        body: {
-          object: present(row),
-          upload_url: uploadUrl,
-          upload_method: 'PUT' as const,
-          upload_headers: { 'Content-Type': input.content_type },
-          expires_in: UPLOAD_URL_SECONDS,
-        },
+        object: present(row),
+        upload_url: await deps.objects.presignUpload(storageKey, input.content_type, UPLOAD_URL_SECONDS),
+        upload_method: 'PUT' as const,
+        upload_headers: { 'Content-Type': input.content_type },
+        expires_in: UPLOAD_URL_SECONDS,
       };
     },
 
@@ -139,38 +130,37 @@ export function createStorageService(deps: {
       const row = await requireObject(principal, id);
       if (row.status === 'ready') return present(row);
       const size = await deps.objects.sizeOf(row.storage_key);
-      if (size === null) throw conflict('The upload has not arrived: PUT the file to upload_url first');
+      if (size === null)
+        throw errors.conflict('The upload has not arrived: PUT the file to upload_url first');
       if (size !== row.declared_size) {
-        throw conflict(
+        throw errors.conflict(
           `The uploaded file has ${size} bytes but ${row.declared_size} were declared; upload it again`,
         );
       }
       if (looksLikeActiveDocument(await deps.objects.firstBytes(row.storage_key, SNIFF_BYTES))) {
         // Refused whole: bytes and record go, whatever type the file was declared with.
         await removeObject(row);
-        throw errors.validation([
-          { in: 'body', field: '(file)', message: 'is HTML or SVG, which is not accepted' },
-        ]);
+        throw errors.invalidField('body', '(file)', 'is HTML or SVG, which is not accepted');
       }
       return present(await storageStore(deps.pool).markReady(row.id, size, deps.clock.now()));
     },
 
-    /** A ready object with a signed read URL (priced per URL). */
-    read: async (principal: Principal, id: string, query: { expires_in: number; download: boolean }) => {
-      const row = await requireObject(principal, id);
+    /** A ready object with a signed read URL (priced per URL, in the caller's transaction). */
+    read: async (
+      principal: Principal,
+      id: string,
+      query: { expires_in: number; download: boolean },
+      tx: Db,
+    ) => {
+      const row = await requireObject(principal, id, tx);
       if (row.status !== 'ready')
-        throw conflict('The object is pending: complete the upload before reading it');
-      const { result: url, costMicros } = await deps.billing.charge(
-        principal,
-        [{ product: 'storage', metric: 'signed_urls', quantity: 1 }],
-        async () =>
-          deps.objects.presignDownload(
-            row.storage_key,
-            query.expires_in,
-            query.download ? row.name : undefined,
-          ),
+        throw errors.conflict('The object is pending: complete the upload before reading it');
+      const url = await deps.objects.presignDownload(
+        row.storage_key,
+        query.expires_in,
+        query.download ? row.name : undefined,
       );
-      return { costMicros, body: { ...present(row), url, expires_in: query.expires_in } };
+      return { ...present(row), url, expires_in: query.expires_in };
     },
 
     list: async (
@@ -203,13 +193,19 @@ export function createStorageService(deps: {
     /** Pending uploads older than a day and test objects older than 7 days: bytes and records. */
     sweep: async (): Promise<number> => {
       const now = deps.clock.now().getTime();
-      const expired = await storageStore(deps.pool).expired(
-        new Date(now - PENDING_LIFETIME_MS),
-        new Date(now - TEST_OBJECT_DAYS * 86_400_000),
-        SWEEP_BATCH,
-      );
-      for (const row of expired) await removeObject(row);
-      return expired.length;
+      let removed = 0;
+      for (;;) {
+        const expired = await storageStore(deps.pool).expired(
+          new Date(now - PENDING_LIFETIME_MS),
+          new Date(now - TEST_OBJECT_DAYS * 86_400_000),
+          SWEEP_BATCH,
+        );
+        // Bytes first: a record outlives its bytes only until the next sweep, never the reverse.
+        await deps.objects.removeMany(expired.map((row) => row.storage_key));
+        await storageStore(deps.pool).deleteMany(expired.map((row) => row.id));
+        removed += expired.length;
+        if (expired.length < SWEEP_BATCH) return removed;
+      }
     },
 
     /** Meters the bytes each app keeps today, once per app, mode and UTC day (as byte-days). */
@@ -217,15 +213,19 @@ export function createStorageService(deps: {
       const day = utcDay(deps.clock.now());
       let metered = 0;
       for (const stored of await storageStore(deps.pool).unmeteredStoredBytes(day)) {
-        await deps.pool.transaction(async (tx) => {
-          if (!(await storageStore(tx).claimMeteredDay(stored.app_id, stored.mode, day))) return;
-          await deps.billing.meterAfter(
-            { accountId: stored.account_id, appId: stored.app_id, mode: stored.mode },
-            [{ product: 'storage', metric: 'gb_days', quantity: stored.bytes }],
-            tx,
-          );
-          metered += 1;
-        });
+        await inTransaction(
+          deps.pool,
+          async (tx) => {
+            if (!(await storageStore(tx).claimMeteredDay(stored.app_id, stored.mode, day))) return;
+            await deps.metering.meter(
+              tx,
+              { accountId: stored.account_id, appId: stored.app_id, mode: stored.mode },
+              [{ product: 'storage', metric: 'gb_days', quantity: stored.bytes }],
+            );
+            metered += 1;
+          },
+          deps.onError,
+        );
       }
       return metered;
     },

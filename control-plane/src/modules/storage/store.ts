@@ -1,6 +1,6 @@
 import { type CommonQueryMethods, sql } from 'slonik';
 import { z } from 'zod';
-import type { KeyMode } from '../accounts/schema.js';
+import type { KeyMode } from '../../platform/caller.js';
 import { StorageObjectRow } from './schema.js';
 
 const columns = sql.fragment`
@@ -50,6 +50,9 @@ export function storageStore(db: CommonQueryMethods) {
         where id = ${id} returning ${columns}`),
 
     delete: (id: string) => db.query(sql.unsafe`delete from storage_objects where id = ${id}`),
+
+    deleteMany: (ids: readonly string[]) =>
+      db.query(sql.unsafe`delete from storage_objects where id = any(${sql.array(ids, 'text')})`),
 
     deleteByKey: (storageKey: string) =>
       db.query(sql.unsafe`delete from storage_objects where storage_key = ${storageKey}`),

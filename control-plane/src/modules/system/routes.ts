@@ -1,52 +1,68 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Registry } from 'prom-client';
 import type { Probe } from '../../adapters/probes.js';
+import { route } from '../../platform/route.js';
 import { HealthResponse, ReadinessResponse } from './schema.js';
 import { checkReadiness } from './service.js';
 
-export interface SystemRoutesDeps {
+export interface SystemDeps {
   probes: Record<string, Probe>;
   metrics: Registry;
+  openapi: () => unknown;
 }
 
 /** Process health, dependency readiness, Prometheus metrics and the OpenAPI document. No key needed. */
-export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesDeps> = async (app, deps) => {
-  app.get(
-    '/healthz',
-    {
-      config: { operation: 'system.health' },
-      schema: { tags: ['system'], summary: 'The process is up', response: { 200: HealthResponse } },
-    },
-    async () => ({ status: 'ok' as const }),
-  );
-
-  app.get(
-    '/readyz',
-    {
-      config: { operation: 'system.ready' },
-      schema: {
-        tags: ['system'],
-        summary: 'PostgreSQL, Redis and each bundled server are reachable',
-        response: { 200: ReadinessResponse, 503: ReadinessResponse },
-      },
-    },
-    async (request, reply) => {
+export const systemRoutes = (deps: SystemDeps) => [
+  route({
+    operationId: 'system.health',
+    method: 'GET',
+    url: '/healthz',
+    auth: 'public',
+    tags: ['system'],
+    summary: 'The process is up',
+    response: HealthResponse,
+    handler: async () => ({ status: 'ok' as const }),
+  }),
+  route({
+    operationId: 'system.ready',
+    method: 'GET',
+    url: '/readyz',
+    auth: 'public',
+    tags: ['system'],
+    summary: 'PostgreSQL, Redis and each bundled server are reachable',
+    response: ReadinessResponse,
+    otherResponses: { 503: ReadinessResponse },
+    handler: async ({ reply, log }) => {
       const readiness = await checkReadiness(deps.probes);
-      if (!readiness.ready) {
-        request.log.warn({ failures: readiness.failures }, 'not ready');
-        return reply.code(503).send({ status: 'unavailable', checks: readiness.checks });
-      }
-      return { status: 'ready' as const, checks: readiness.checks };
+      if (readiness.ready) return { status: 'ready' as const, checks: readiness.checks };
+      log.warn({ failures: readiness.failures }, 'not ready');
+      reply.status(503);
+      return { status: 'unavailable' as const, checks: readiness.checks };
     },
-  );
-
-  app.get(
-    '/metrics',
-    { config: { operation: 'system.metrics' }, schema: { hide: true } },
-    async (_request, reply) => reply.type(deps.metrics.contentType).send(await deps.metrics.metrics()),
-  );
-
-  app.get('/v1/openapi.json', { config: { operation: 'system.openapi' }, schema: { hide: true } }, async () =>
-    app.swagger(),
-  );
-};
+  }),
+  route({
+    operationId: 'system.metrics',
+    method: 'GET',
+    url: '/metrics',
+    auth: 'public',
+    tags: ['system'],
+    summary: 'Prometheus metrics',
+    hidden: true,
+    response: Type.String(),
+    handler: async ({ reply }) => {
+      reply.header('content-type', deps.metrics.contentType);
+      return deps.metrics.metrics();
+    },
+  }),
+  route({
+    operationId: 'system.openapi',
+    method: 'GET',
+    url: '/v1/openapi.json',
+    auth: 'public',
+    tags: ['system'],
+    summary: 'This document',
+    hidden: true,
+    response: Type.Unknown(),
+    handler: async () => deps.openapi(),
+  }),
+];

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { randomBase62 } from './random.js';
+import { randomBase62 } from './ids.js';
 
 /** Secrets carry 32 base62 characters: about 190 bits, far above the 128-bit floor. */
 const SECRET_LENGTH = 32;

@@ -1,8 +1,8 @@
 import { type CommonQueryMethods, sql } from 'slonik';
-import { OverrideRow } from './schema.js';
+import { OverrideRow } from './price-catalogue.js';
 
 /** SQL of the operator's price and allowance overrides. */
-export function pricingStore(db: CommonQueryMethods) {
+export function priceStore(db: CommonQueryMethods) {
   return {
     priceOverrides: () =>
       db.any(sql.type(OverrideRow)`select product, metric, price_micros as value from price_overrides`),

@@ -1,0 +1,163 @@
+/**
+ * The platform core's figures, each as a ratio against a floor measured in the same run, in one
+ * process on the test stack: this machine is shared and noisy, so only ratios compare.
+ *
+ * Floors, mounted on the same fastify app, pool and Redis client, without the key pipeline:
+ *   (a) a route that runs one INSERT in one transaction;
+ *   (b) a route that does one Redis write.
+ * Paths compared with (a): priced calls and credential mints with a live key, signed read URLs.
+ * Paths compared with (b): credential mints with a test key, shield tickets.
+ * Each floor is measured before and after its paths; the ratio uses the mean of the two.
+ *
+ *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency]
+ */
+import { randomInt } from 'node:crypto';
+import { buildApp } from '../control-plane/src/app.js';
+import { loadSettings } from '../control-plane/src/config/load.js';
+import { createContainer } from '../control-plane/src/container.js';
+import { mountFloors } from '../control-plane/test/floors.js';
+import { createCustomer } from '../control-plane/test/support.js';
+import { percentile, runConcurrently, useTestStackSettings } from './support.js';
+
+useTestStackSettings();
+const calls = Number(process.argv[2] ?? 3_000);
+const concurrency = Number(process.argv[3] ?? 16);
+const container = await createContainer(loadSettings(process.env));
+await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: 7 });
+const app = await buildApp(container, { logger: false });
+await mountFloors(app, container);
+await app.ready();
+
+interface Figures {
+  perSecond: number;
+  p50: number;
+  p99: number;
+}
+
+async function measure(label: string, request: (i: number) => Promise<number>): Promise<Figures> {
+  let next = 0;
+  // A short warm-up, so that JIT compilation and first connections are not measured.
+  await runConcurrently(Math.min(200, calls), concurrency, async () => void (await request(next++)));
+  const started = performance.now();
+  const latencies = await runConcurrently(calls, concurrency, async () => {
+    const status = await request(next++);
+    if (status >= 300) throw new Error(`${label}: status ${status}`);
+  });
+  const elapsed = performance.now() - started;
+  const sorted = latencies.sort((a, b) => a - b);
+  const figures = {
+    perSecond: (calls / elapsed) * 1000,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+  };
+  console.log(
+    `  ${label.padEnd(44)} ${figures.perSecond.toFixed(0).padStart(6)}/s  p50 ${figures.p50.toFixed(2).padStart(6)} ms  p99 ${figures.p99.toFixed(2).padStart(7)} ms`,
+  );
+  return figures;
+}
+
+const inject = (method: 'GET' | 'POST', url: string, headers: Record<string, string>, payload?: object) =>
+  app
+    .inject({
+      method,
+      url,
+      headers,
+      remoteAddress: `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`,
+      ...(payload ? { payload } : {}),
+    })
+    .then((response) => response.statusCode);
+
+async function customer(mode: 'live' | 'test') {
+  const created = await createCustomer(container, {
+    mode,
+    plan: 'scale',
+    dailyRequestCap: 100_000_000,
+    balanceMicros: mode === 'live' ? 1_000_000_000_000 : 0,
+  });
+  return { ...created, headers: { authorization: `Bearer ${created.token}` } };
+}
+
+const live = await customer('live');
+const liveAccounts = await Promise.all(Array.from({ length: 16 }, () => customer('live')));
+const test = await customer('test');
+const { publishable_key: publishableKey } = await container.realtime.setup({
+  appId: test.app.id,
+  mode: 'test',
+});
+const upload = { name: 'b.bin', content_type: 'application/zip', size_bytes: 1 };
+const readable = (
+  await app.inject({
+    method: 'POST',
+    url: '/v1/storage/uploads',
+    headers: live.headers,
+    payload: upload,
+  })
+).json() as { object: { id: string }; upload_url: string };
+await fetch(readable.upload_url, {
+  method: 'PUT',
+  headers: { 'content-type': 'application/zip' },
+  body: 'x',
+});
+await app.inject({
+  method: 'POST',
+  url: `/v1/storage/objects/${readable.object.id}/complete`,
+  headers: live.headers,
+});
+
+const results: [label: string, floor: 'a' | 'b', figures: Figures][] = [];
+const path = async (label: string, floor: 'a' | 'b', request: (i: number) => Promise<number>) =>
+  results.push([label, floor, await measure(label, request)]);
+
+console.log(`core paths, ${calls} calls each, ${concurrency} in flight, node ${process.version}`);
+const floorA1 = await measure('floor (a): one INSERT in one transaction', () =>
+  inject('POST', '/bench/floor/insert', {}),
+);
+await path('priced call, live key (upload reservation)', 'a', () =>
+  inject('POST', '/v1/storage/uploads', live.headers, upload),
+);
+await path('priced call, live keys of 16 accounts', 'a', (i) =>
+  inject('POST', '/v1/storage/uploads', liveAccounts[i % 16]!.headers, upload),
+);
+await path('chat mint, live key', 'a', (i) =>
+  inject('POST', '/v1/realtime/chat/tokens', live.headers, { user_id: `u${i % 5_000}` }),
+);
+await path('live mint, live key', 'a', (i) =>
+  inject('POST', '/v1/realtime/live/tokens', live.headers, { room: `r${i % 50}`, identity: `u${i}` }),
+);
+await path('signed read URL, live key', 'a', () =>
+  inject('GET', `/v1/storage/objects/${readable.object.id}`, live.headers),
+);
+const floorA2 = await measure('floor (a) again', () => inject('POST', '/bench/floor/insert', {}));
+const floorB1 = await measure('floor (b): one Redis write', () => inject('POST', '/bench/floor/redis', {}));
+await path('chat mint, test key', 'b', (i) =>
+  inject('POST', '/v1/realtime/chat/tokens', test.headers, { user_id: `u${i % 5_000}` }),
+);
+await path('live mint, test key', 'b', (i) =>
+  inject('POST', '/v1/realtime/live/tokens', test.headers, { room: `r${i % 50}`, identity: `u${i}` }),
+);
+await path('shield ticket', 'b', (i) =>
+  inject(
+    'POST',
+    '/v1/realtime/shield/ticket',
+    { 'x-publishable-key': publishableKey, 'user-agent': 'Mozilla/5.0 Chrome/126.0' },
+    { subject: `viewer-${i}`, scope: `stream-${i % 50}` },
+  ),
+);
+const floorB2 = await measure('floor (b) again', () => inject('POST', '/bench/floor/redis', {}));
+
+const mean = (x: Figures, y: Figures): Figures => ({
+  perSecond: (x.perSecond + y.perSecond) / 2,
+  p50: (x.p50 + y.p50) / 2,
+  p99: (x.p99 + y.p99) / 2,
+});
+const floors = { a: mean(floorA1, floorA2), b: mean(floorB1, floorB2) };
+console.log('\nratios against the floor of the same run (throughput: ≥ 0.5 wanted; p99: ≤ 2 wanted)');
+for (const [label, floor, figures] of results) {
+  const throughput = figures.perSecond / floors[floor].perSecond;
+  const p99 = figures.p99 / floors[floor].p99;
+  console.log(
+    `  ${label.padEnd(44)} ${throughput.toFixed(2).padStart(5)}× (${floor}) throughput   p99 ${p99.toFixed(2).padStart(5)}× floor`,
+  );
+}
+await app.close();
+await container.close();

@@ -1,0 +1,177 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Accrual } from '../platform/accrual.js';
+import { type AdmissionScript, rateLimitHeaders } from '../platform/admission.js';
+import type { ErrorStatus } from '../platform/errors.js';
+import type { Metering } from '../platform/metering.js';
+import type { AuthKind, Route } from '../platform/route.js';
+import { errorResponses } from '../platform/schemas.js';
+import { type AuthDeps, authHook, spends } from './auth.js';
+
+export interface PipelineDeps extends AuthDeps {
+  metering: Metering;
+  accrual: Accrual;
+}
+
+const KEYED: ReadonlySet<AuthKind> = new Set(['secret-key', 'publishable-key']);
+
+/** The errors every operation of an auth kind can answer. */
+const AUTH_ERRORS: Record<AuthKind, ErrorStatus[]> = {
+  'secret-key': [401, 422, 429, 500],
+  'publishable-key': [401, 422, 429, 500],
+  internal: [401, 422, 500],
+  signed: [401, 500],
+  public: [500],
+};
+
+const SECURITY: Partial<Record<AuthKind, { [scheme: string]: string[] }[]>> = {
+  'secret-key': [{ bearerKey: [] }, { apiKeyHeader: [] }],
+  'publishable-key': [{ publishableKey: [] }],
+};
+
+/** Browsers on any origin call the publishable-key operations from the client. */
+const CORS_HEADERS = {
+  'access-control-allow-origin': '*',
+  'access-control-expose-headers':
+    'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset',
+};
+
+function errorStatuses(declared: Route): ErrorStatus[] {
+  const statuses = [...AUTH_ERRORS[declared.auth], ...(declared.errors ?? [])];
+  if (declared.price || declared.needsBalance || declared.paidPlan) statuses.push(402);
+  return statuses;
+}
+
+/**
+ * Turns declarations into fastify routes: the auth kind's hook, schemas for validation, serialization
+ * and OpenAPI, the operation id as the OpenAPI operationId, metric label and log field, and for a
+ * priced operation the transaction its charge joins and the cost header from what was charged.
+ */
+export function registerRoutes(app: FastifyInstance, routes: readonly Route[], deps: PipelineDeps): void {
+  const operationIds = new Set<string>();
+  const rawBodies = new Set<string>();
+  for (const declared of routes) {
+    if (operationIds.has(declared.operationId))
+      throw new Error(`operation ${declared.operationId} is declared twice`);
+    operationIds.add(declared.operationId);
+    if (declared.rawBody && !rawBodies.has(declared.rawBody)) {
+      rawBodies.add(declared.rawBody);
+      app.addContentTypeParser(declared.rawBody, { parseAs: 'string' }, (_request, body, done) =>
+        done(null, body),
+      );
+    }
+    registerRoute(app, declared, deps);
+  }
+}
+
+function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps): void {
+  const keyed = KEYED.has(declared.auth);
+  const onRequest = authHook(declared, deps);
+  const onSend = [];
+  if (keyed && declared.method === 'GET') {
+    // Reads are free, but their response bytes count as bandwidth, accrued now and metered a moment later.
+    onSend.push(async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      const { principal } = request;
+      if (principal && reply.statusCode >= 200 && reply.statusCode < 300) {
+        const bytes =
+          typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : 0;
+        await deps.accrual
+          .add(principal, { product: 'bandwidth', metric: 'gb', quantity: bytes })
+          .catch((error: unknown) => request.log.warn({ err: error }, 'bandwidth not accrued'));
+      }
+      return payload;
+    });
+  }
+  if (declared.auth === 'publishable-key') {
+    onSend.push(async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      reply.headers(CORS_HEADERS);
+      return payload;
+    });
+    app.options(
+      declared.url,
+      { schema: { hide: true }, config: { operationId: `${declared.operationId}.preflight` } },
+      async (_request, reply) =>
+        reply
+          .code(204)
+          .headers({
+            ...CORS_HEADERS,
+            'access-control-allow-methods': declared.method,
+            'access-control-allow-headers': 'content-type, x-publishable-key',
+            'access-control-max-age': '600',
+          })
+          .send(),
+    );
+  }
+
+  app.route({
+    method: declared.method,
+    url: declared.url,
+    config: { operationId: declared.operationId },
+    childLoggerFactory: (logger, bindings, options) =>
+      logger.child({ ...bindings, operation: declared.operationId }, options),
+    schema: {
+      operationId: declared.operationId,
+      tags: declared.tags,
+      summary: declared.summary,
+      ...(declared.description ? { description: declared.description } : {}),
+      ...(declared.hidden ? { hide: true } : {}),
+      ...(SECURITY[declared.auth] ? { security: SECURITY[declared.auth] } : {}),
+      ...(declared.params ? { params: declared.params } : {}),
+      ...(declared.query ? { querystring: declared.query } : {}),
+      ...(declared.body ? { body: declared.body } : {}),
+      response: {
+        [declared.status ?? 200]: declared.response,
+        ...declared.otherResponses,
+        ...errorResponses(errorStatuses(declared)),
+      },
+    },
+    ...(onRequest ? { onRequest } : {}),
+    ...(onSend.length > 0 ? { onSend } : {}),
+    handler: async (request, reply) => {
+      reply.code(declared.status ?? 200);
+      const principal = request.principal;
+      const call = {
+        params: request.params,
+        query: request.query,
+        body: request.body,
+        caller: principal,
+        client: { address: request.ip, userAgent: request.headers['user-agent'] ?? '' },
+        headers: request.headers,
+        log: request.log,
+        reply: {
+          status: (code: number) => void reply.code(code),
+          header: (name: string, value: string) => void reply.header(name, value),
+        },
+        admit: async (script: AdmissionScript, keys: string[], args: (string | number)[]) => {
+          if (declared.admission !== 'in-handler' || !principal || request.admitted) {
+            throw new Error(`${declared.operationId} admitted a request twice or without declaring it`);
+          }
+          const admitted = await deps.admission.admit(
+            { address: request.ip, principal, spends: spends(declared) },
+            script,
+            keys,
+            args,
+          );
+          request.admitted = true;
+          reply.headers(rateLimitHeaders(admitted.quota));
+          return admitted.result;
+        },
+      };
+      let body: unknown;
+      if (declared.price) {
+        const charged = await deps.metering.charge(
+          principal!,
+          [{ ...declared.price, quantity: declared.price.quantity ?? 1 }],
+          (tx) => declared.handler({ ...call, tx } as never),
+        );
+        request.costMicros += charged.costMicros;
+        body = charged.result;
+      } else {
+        body = await declared.handler(call as never);
+      }
+      if (keyed && !request.admitted) {
+        throw new Error(`${declared.operationId} answered without admitting the request`);
+      }
+      return body;
+    },
+  });
+}

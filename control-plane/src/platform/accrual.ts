@@ -1,0 +1,188 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { type DatabasePool, sql } from 'slonik';
+import type { KeyMode, Payer } from './caller.js';
+import { type Clock, utcDay } from './clock.js';
+import type { Metering, Usage, UsagePrice } from './metering.js';
+import { metricKey } from './price-catalogue.js';
+import type { Prices } from './prices.js';
+import { inTransaction, type Transaction } from './transaction.js';
+
+/**
+ * Things counted in Redis on a hot path and applied to PostgreSQL in batches a moment later: read
+ * bandwidth, monthly active users, chat users. A hot path then costs one Redis command instead of a
+ * transaction. Each kind is a Redis hash of pending entries (field → count). A flush renames the hash
+ * to a batch of its own (atomically, so every entry lands in exactly one batch), applies it, and
+ * deletes it; a batch left behind by a crash is applied again by whichever replica finds it, and the
+ * processors make that harmless (per-account claims, or idempotent inserts).
+ */
+export const pendingKey = (kind: string) => `svc:accrued:${kind}`;
+const batchKey = (kind: string, batch: string) => `svc:accrued:${kind}:batch:${batch}`;
+const BATCHES = 'svc:accrued:batches';
+
+/** How often every replica flushes; also the delay before accrued usage shows in reports. */
+export const ACCRUAL_FLUSH_MS = 1_000;
+/** A batch older than this was abandoned by a replica that stopped mid-flush. */
+const ABANDONED_AFTER_MS = 30_000;
+
+const CLAIM = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('RENAME', KEYS[1], KEYS[2])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return 1`;
+
+/** Applies one batch: `entries` are the hash's fields and their counts. */
+export type BatchProcessor = (batch: string, entries: [field: string, count: number][]) => Promise<void>;
+
+/** The separator of the parts of an entry's field (ids and names never contain a tab). */
+export const FIELD_SEPARATOR = '\t';
+
+/** Usage accrued per account, app, key mode, UTC day, metric and price, in base units. */
+export const USAGE_KIND = 'usage';
+
+/** A price as an entry's field carries it: usage is charged at the price of when it happened. */
+export const priceParts = (price: UsagePrice) => [price.priceMicros, price.unitSize, price.allowance];
+
+export function readPrice(parts: (string | undefined)[]): UsagePrice {
+  const [priceMicros, unitSize, allowance] = parts.map(Number);
+  return { priceMicros: priceMicros!, unitSize: unitSize!, allowance: allowance! };
+}
+
+/**
+ * Runs `apply` once per account of a batch, in a transaction that first claims (batch, account): a
+ * batch applied again after a crash changes nothing that was already committed.
+ */
+export async function applyOncePerAccount<T>(
+  pool: DatabasePool,
+  batch: string,
+  groups: Map<string, T>,
+  apply: (tx: Transaction, accountId: string, group: T) => Promise<void>,
+  onError?: (error: unknown) => void,
+): Promise<void> {
+  for (const accountId of [...groups.keys()].sort()) {
+    await inTransaction(
+      pool,
+      async (tx) => {
+        const claimed = await tx.maybeOneFirst(sql.unsafe`
+          insert into usage_flushes (batch_id, account_id, flushed_at) values (${batch}, ${accountId}, now())
+          on conflict do nothing returning true`);
+        if (claimed) await apply(tx, accountId, groups.get(accountId)!);
+      },
+      onError,
+    );
+  }
+}
+
+export function createAccrual(deps: {
+  pool: DatabasePool;
+  redis: Redis;
+  clock: Clock;
+  metering: Metering;
+  prices: Prices;
+  onError?: (error: unknown) => void;
+}) {
+  const processors = new Map<string, BatchProcessor>();
+
+  async function apply(kind: string, batch: string): Promise<void> {
+    const key = batchKey(kind, batch);
+    const hash = await deps.redis.hgetall(key);
+    const entries = Object.entries(hash).map(([field, count]): [string, number] => [field, Number(count)]);
+    const processor = processors.get(kind);
+    if (!processor) return;
+    if (entries.length > 0) await processor(batch, entries);
+    await deps.redis.multi().del(key).zrem(BATCHES, `${kind}:${batch}`).exec();
+  }
+
+  const applyMember = (member: string) => {
+    const split = member.indexOf(':');
+    return apply(member.slice(0, split), member.slice(split + 1));
+  };
+
+  /** Accrued usage: summed per (app, mode, day) and metered per account, charged in full. */
+  const usageProcessor: BatchProcessor = async (batch, entries) => {
+    const byAccount = new Map<string, Map<string, Usage[]>>();
+    for (const [field, quantity] of entries) {
+      const [accountId = '', appId, mode, day, product = '', metric = '', ...price] =
+        field.split(FIELD_SEPARATOR);
+      const group = [appId, mode, day].join(FIELD_SEPARATOR);
+      const groups = byAccount.get(accountId) ?? new Map<string, Usage[]>();
+      groups.set(group, [
+        ...(groups.get(group) ?? []),
+        { product, metric, quantity, price: readPrice(price) },
+      ]);
+      byAccount.set(accountId, groups);
+    }
+    await applyOncePerAccount(
+      deps.pool,
+      batch,
+      byAccount,
+      async (tx, accountId, groups) => {
+        for (const [group, usages] of [...groups.entries()].sort()) {
+          const [appId = '', mode, day] = group.split(FIELD_SEPARATOR);
+          await deps.metering.meter(tx, { accountId, appId, mode: mode as KeyMode }, usages, day);
+        }
+      },
+      deps.onError,
+    );
+  };
+  processors.set(USAGE_KIND, usageProcessor);
+
+  return {
+    /** A kind of accrued entries and how a batch of them is applied. */
+    register: (kind: string, processor: BatchProcessor) => {
+      processors.set(kind, processor);
+    },
+
+    /** Counts usage now, at today's price, and meters it at the next flush (one Redis command). */
+    add: async (payer: Payer, usage: Usage): Promise<void> => {
+      if (usage.quantity <= 0) return;
+      const price = (await deps.prices.table()).get(metricKey(usage.product, usage.metric))!;
+      const field = [
+        payer.accountId,
+        payer.appId,
+        payer.mode,
+        utcDay(deps.clock.now()),
+        usage.product,
+        usage.metric,
+        ...priceParts(price),
+      ].join(FIELD_SEPARATOR);
+      await deps.redis.hincrby(pendingKey(USAGE_KIND), field, usage.quantity);
+    },
+
+    /**
+     * Applies what is pending of every kind, and any batch a stopped replica left behind. When it
+     * returns, everything accrued before it was called is applied, by this replica or another one.
+     */
+    flush: async (): Promise<void> => {
+      const now = Date.now();
+      for (const kind of processors.keys()) {
+        const batch = randomUUID();
+        const claimed = await deps.redis.eval(
+          CLAIM,
+          3,
+          pendingKey(kind),
+          batchKey(kind, batch),
+          BATCHES,
+          `${kind}:${batch}`,
+          now,
+        );
+        if (claimed === 1) await apply(kind, batch);
+      }
+      for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', now - ABANDONED_AFTER_MS)) {
+        await applyMember(member);
+      }
+      // Batches other replicas claimed before this flush began: wait until they are applied.
+      const deadline = Date.now() + ABANDONED_AFTER_MS;
+      while ((await deps.redis.zcount(BATCHES, '-inf', now)) > 0) {
+        if (Date.now() > deadline) {
+          for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', now))
+            await applyMember(member);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+  };
+}
+
+export type Accrual = ReturnType<typeof createAccrual>;

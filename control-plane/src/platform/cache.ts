@@ -1,0 +1,120 @@
+import type { Redis } from 'ioredis';
+
+const CHANNEL = 'svc:invalidate';
+
+/**
+ * Tells every replica that a cached entry changed, through Redis pub/sub. A replica that loses its
+ * subscription may have missed messages, so when it is back it drops everything it cached; each
+ * cache's TTL is the last safety net.
+ */
+export interface InvalidationBus {
+  publish(cache: string, key: string | null): Promise<void>;
+  subscribe(cache: string, onInvalidate: (key: string | null) => void): void;
+  close(): void;
+}
+
+export function createInvalidationBus(
+  redis: Redis,
+  onError: (error: unknown) => void = () => {},
+): InvalidationBus {
+  const listeners = new Map<string, ((key: string | null) => void)[]>();
+  const everything = () => {
+    for (const callbacks of listeners.values()) for (const callback of callbacks) callback(null);
+  };
+  // A subscribed connection can do nothing else, hence a connection of its own.
+  const subscriber = redis.duplicate({ lazyConnect: false, maxRetriesPerRequest: null });
+  subscriber.on('error', onError);
+  let subscribedOnce = false;
+  subscriber.on('ready', () => {
+    subscriber.subscribe(CHANNEL).then(() => {
+      if (subscribedOnce) everything();
+      subscribedOnce = true;
+    }, onError);
+  });
+  subscriber.on('message', (_channel: string, message: string) => {
+    try {
+      const [cache, key] = JSON.parse(message) as [string, string | null];
+      for (const callback of listeners.get(cache) ?? []) callback(key);
+    } catch (error) {
+      onError(error);
+    }
+  });
+  return {
+    publish: async (cache, key) => {
+      await redis.publish(CHANNEL, JSON.stringify([cache, key]));
+    },
+    subscribe: (cache, onInvalidate) => {
+      listeners.set(cache, [...(listeners.get(cache) ?? []), onInvalidate]);
+    },
+    close: () => subscriber.disconnect(),
+  };
+}
+
+export interface SharedCache<V> {
+  /** The cached value, or the loaded one (concurrent misses of one key share one load). */
+  get(key: string, load: () => Promise<V>): Promise<V>;
+  /** Forgets an entry here and on every other replica. */
+  invalidate(key: string): Promise<void>;
+  /** Forgets every entry here and on every other replica. */
+  clear(): Promise<void>;
+}
+
+/**
+ * An in-process cache of something every replica reads often and that changes rarely (keys, app
+ * settings, the price table). Entries live `ttlMs` at most (process time, not the app's clock); a
+ * change anywhere invalidates them everywhere through the bus.
+ */
+export function createSharedCache<V>(options: {
+  name: string;
+  ttlMs: number;
+  maxEntries: number;
+  bus: InvalidationBus;
+}): SharedCache<V> {
+  const entries = new Map<string, { value: V; expiresAt: number }>();
+  const loading = new Map<string, Promise<V>>();
+  // Bumped by every invalidation: a load that began before one must not store what it read.
+  let epoch = 0;
+  const forget = (key: string | null) => {
+    epoch += 1;
+    if (key === null) entries.clear();
+    else entries.delete(key);
+    loading.clear();
+  };
+  options.bus.subscribe(options.name, forget);
+
+  return {
+    get: async (key, load) => {
+      const now = performance.now();
+      const hit = entries.get(key);
+      if (hit && hit.expiresAt > now) return hit.value;
+      const pending = loading.get(key);
+      if (pending) return pending;
+      const startedAt = epoch;
+      const promise = load().then(
+        (value) => {
+          if (loading.get(key) === promise) loading.delete(key);
+          if (epoch === startedAt) {
+            // Maps keep insertion order: the first entry is the oldest.
+            if (entries.size >= options.maxEntries) entries.delete(entries.keys().next().value as string);
+            entries.set(key, { value, expiresAt: performance.now() + options.ttlMs });
+          }
+          return value;
+        },
+        (error: unknown) => {
+          if (loading.get(key) === promise) loading.delete(key);
+          throw error;
+        },
+      );
+      loading.set(key, promise);
+      return promise;
+    },
+    invalidate: async (key) => {
+      forget(key);
+      await options.bus.publish(options.name, key);
+    },
+    clear: async () => {
+      forget(null);
+      await options.bus.publish(options.name, null);
+    },
+  };
+}

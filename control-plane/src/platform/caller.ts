@@ -1,0 +1,36 @@
+/** Who calls: the app and key mode a key resolves to, as every layer sees it. */
+
+export const PLANS = ['free', 'pro', 'scale'] as const;
+export type Plan = (typeof PLANS)[number];
+export const KEY_MODES = ['live', 'test'] as const;
+export type KeyMode = (typeof KEY_MODES)[number];
+export const KEY_KINDS = ['secret', 'publishable'] as const;
+export type KeyKind = (typeof KEY_KINDS)[number];
+
+/** The caller of a keyed request. */
+export interface Principal {
+  keyId: string;
+  appId: string;
+  accountId: string;
+  mode: KeyMode;
+  plan: Plan;
+  dailyRequestCap: number;
+}
+
+/** Who pays for usage: the app of a key, in the key's mode, and the app's account. */
+export interface Payer {
+  accountId: string;
+  appId: string;
+  mode: KeyMode;
+}
+
+/** Why a presented key was refused: each case gets its own 401 message. */
+export type KeyRefusal = 'malformed' | 'publishable' | 'secret' | 'unknown' | 'revoked';
+
+export type KeyCheck = { ok: true; principal: Principal } | { ok: false; refusal: KeyRefusal };
+
+/** Resolves presented keys; the accounts module implements it, the HTTP pipeline calls it. */
+export interface KeyResolver {
+  checkSecretKey(token: string): Promise<KeyCheck>;
+  checkPublishableKey(token: string): Promise<KeyCheck>;
+}

@@ -1,0 +1,121 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { AdmissionScript } from './admission.js';
+import type { Principal } from './caller.js';
+import type { ErrorStatus } from './errors.js';
+import type { Transaction } from './transaction.js';
+
+/**
+ * How an operation's caller proves who it is:
+ * - `secret-key`: an app's server, with svc_live_… or svc_test_… (lockout, daily cap, balance);
+ * - `publishable-key`: a client, with pk_… in X-Publishable-Key (the same pipeline, CORS open);
+ * - `internal`: a bundled server's callback, with the internal secret;
+ * - `signed`: a callback that carries its own signature, verified by the handler (LiveKit);
+ * - `public`: nobody in particular (health, metrics, the OpenAPI document).
+ */
+export type AuthKind = 'secret-key' | 'publishable-key' | 'internal' | 'signed' | 'public';
+export type KeyAuth = 'secret-key' | 'publishable-key';
+
+/** The usage a priced operation records each time it succeeds, in the metric's base unit. */
+export interface Price {
+  product: string;
+  metric: string;
+  /** Base units per call (default 1). */
+  quantity?: number;
+}
+
+/** Lets a handler set what the declaration cannot: a status among its declared ones, a header. */
+export interface ReplyControl {
+  status(code: number): void;
+  header(name: string, value: string): void;
+}
+
+export interface Logger {
+  info(object: object, message?: string): void;
+  warn(object: object, message?: string): void;
+  error(object: object, message?: string): void;
+}
+
+export interface Call<P, Q, B, A extends AuthKind> {
+  params: P;
+  query: Q;
+  body: B;
+  /** The key's app and mode, on keyed operations. */
+  caller: A extends KeyAuth ? Principal : null;
+  client: { address: string; userAgent: string };
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  reply: ReplyControl;
+  log: Logger;
+  /**
+   * On operations declared with `admission: 'in-handler'`: admits the request (lockout, daily cap,
+   * balance) and runs the operation's own Redis script in the same round trip, only if admitted.
+   */
+  admit<T = unknown>(script: AdmissionScript, keys: string[], args: (string | number)[]): Promise<T>;
+}
+
+/** What a priced operation's handler gets besides the call: the transaction its charge joins. */
+export interface PricedCall {
+  tx: Transaction;
+}
+
+type In<S> = S extends TSchema ? Static<S> : undefined;
+
+export interface RouteDeclaration<
+  P extends TSchema | undefined,
+  Q extends TSchema | undefined,
+  B extends TSchema | undefined,
+  R extends TSchema,
+  A extends AuthKind,
+  Priced extends Price | undefined,
+> {
+  /** Dotted and stable (`storage.uploads.create`): the OpenAPI operationId, a metric label, a log field. */
+  operationId: string;
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  url: string;
+  auth: A;
+  tags: string[];
+  summary: string;
+  description?: string;
+  params?: P;
+  query?: Q;
+  body?: B;
+  response: R;
+  /** The success status (default 200). */
+  status?: 200 | 201;
+  /** Other answers that carry a body of their own rather than the error body (readiness's 503). */
+  otherResponses?: Record<number, TSchema>;
+  /** Error statuses beyond those of the auth kind (401, 422, 429, 500 for keyed operations). */
+  errors?: readonly ErrorStatus[];
+  /**
+   * The usage a call records. The pipeline opens a transaction, hands it to the handler, charges the
+   * usage in it once the handler succeeds and reports the charge in X-Svc-Cost-Usd.
+   */
+  price?: Priced;
+  /** Live keys need a balance above zero (402 otherwise), as priced operations always do: mints. */
+  needsBalance?: boolean;
+  /** The Free plan is refused (402). */
+  paidPlan?: boolean;
+  /** `in-handler`: the handler admits the request itself, with its own Redis writes (`call.admit`). */
+  admission?: 'before' | 'in-handler';
+  /** Bodies of this media type reach the handler as the exact string sent (signed callbacks). */
+  rawBody?: string;
+  /** Left out of the OpenAPI document (internal callbacks). */
+  hidden?: boolean;
+  handler(
+    call: Call<In<P>, In<Q>, In<B>, A> & (Priced extends Price ? PricedCall : unknown),
+  ): Promise<Static<R>>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a list of routes holds every combination of schemas.
+export type Route = RouteDeclaration<any, any, any, any, AuthKind, any>;
+
+/** Declares an operation once: the HTTP layer derives the fastify route, OpenAPI, metrics and logs. */
+export function route<
+  P extends TSchema | undefined = undefined,
+  Q extends TSchema | undefined = undefined,
+  B extends TSchema | undefined = undefined,
+  R extends TSchema = TSchema,
+  A extends AuthKind = AuthKind,
+  Priced extends Price | undefined = undefined,
+>(declaration: RouteDeclaration<P, Q, B, R, A, Priced>): Route {
+  return declaration as Route;
+}

@@ -1,0 +1,71 @@
+import { type TSchema, Type } from '@sinclair/typebox';
+import { ERROR_TYPES, type ErrorStatus, type ErrorType } from './errors.js';
+
+/** A union of string literals that keeps its literal types (a plain map widens them away). */
+export function literalUnion<T extends string>(values: readonly T[], options: { description?: string } = {}) {
+  return Type.Unsafe<T>(
+    Type.Union(
+      values.map((value) => Type.Literal(value)),
+      options,
+    ),
+  );
+}
+
+/** The spec's error body, shared by every error response. */
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      type: literalUnion(Object.keys(ERROR_TYPES) as ErrorType[]),
+      message: Type.String(),
+      code: Type.Optional(
+        Type.String({ description: 'A stable code where there is one: PAYMENT_REQUIRED on 402, …' }),
+      ),
+      fields: Type.Optional(
+        Type.Array(
+          Type.Object({
+            in: literalUnion(['body', 'query', 'path', 'header'] as const),
+            field: Type.String(),
+            message: Type.String(),
+          }),
+          { description: 'On 422: every failing field' },
+        ),
+      ),
+    }),
+  },
+  { description: 'The error body of every failure' },
+);
+
+/** What each error status means, for the OpenAPI document. */
+const ERROR_MEANINGS: Record<ErrorStatus, string> = {
+  401: 'Missing or invalid credentials',
+  402: 'PAYMENT_REQUIRED: the live balance cannot pay, or the plan does not include this operation',
+  403: 'The app forbids this (a product switched off, a quota reached)',
+  404: 'No such resource for this app and key mode',
+  409: 'The resource is not in a state that allows this',
+  422: 'Validation failed: every failing field is listed',
+  429: 'A rate limit, the daily cap or the invalid-key lockout',
+  500: 'Server error (quote the request id)',
+  503: 'A bundled server or provider is unavailable',
+};
+
+/** The error responses of an operation, each with the error body. */
+export function errorResponses(statuses: Iterable<ErrorStatus>): Record<number, TSchema> {
+  return Object.fromEntries(
+    [...new Set(statuses)]
+      .sort()
+      .map((status) => [status, { ...ErrorBody, description: ERROR_MEANINGS[status] }]),
+  );
+}
+
+/** A cursor page: the spec's `{items, next_cursor}`. */
+export function Page<T extends TSchema>(item: T, description?: string) {
+  return Type.Object(
+    {
+      items: Type.Array(item, description ? { description } : {}),
+      next_cursor: Type.Union([Type.String(), Type.Null()], {
+        description: 'Pass as `cursor` for the next page; null on the last page',
+      }),
+    },
+    { additionalProperties: false },
+  );
+}
