@@ -1,10 +1,11 @@
+import { createHmac } from 'node:crypto';
 import {
-  AccessToken,
   DataPacket_Kind,
   type ParticipantInfo,
   RoomConfiguration,
   RoomServiceClient,
   ServerError,
+  TrackSource,
   type VideoGrant,
   type WebhookEvent,
   WebhookReceiver,
@@ -17,8 +18,77 @@ export interface LiveKitSettings {
 }
 
 /** How long an empty room waits for its first participant, and for a next one after the last left. */
-const EMPTY_TIMEOUT_SECONDS = 300;
-const DEPARTURE_TIMEOUT_SECONDS = 20;
+export const EMPTY_TIMEOUT_SECONDS = 300;
+export const DEPARTURE_TIMEOUT_SECONDS = 20;
+
+const TRACK_SOURCE_NAMES: Partial<Record<TrackSource, string>> = {
+  [TrackSource.CAMERA]: 'camera',
+  [TrackSource.MICROPHONE]: 'microphone',
+  [TrackSource.SCREEN_SHARE]: 'screen_share',
+  [TrackSource.SCREEN_SHARE_AUDIO]: 'screen_share_audio',
+};
+
+const base64url = (text: string) => Buffer.from(text, 'utf8').toString('base64url');
+/** `{"alg":"HS256"}`, the header the SDK writes. */
+const HEADER = base64url('{"alg":"HS256"}');
+
+export interface TokenClaims {
+  identity: string;
+  room: string;
+  ttlSeconds: number;
+  /** Applied when this token's join creates the room; a running room keeps its own. */
+  maxParticipants: number;
+  grant: Omit<VideoGrant, 'room' | 'roomJoin'>;
+  attributes: Record<string, string>;
+  /** The signing time (real time: LiveKit checks it against its own clock). */
+  at?: Date;
+}
+
+/**
+ * LiveKit access tokens: HS256 JWTs with the claims AccessToken.toJwt() writes, in the same order,
+ * signed with node:crypto (the SDK imports the key and signs through WebCrypto for every token). A
+ * test holds it to the SDK's output, byte for byte.
+ */
+export function createTokenSigner(apiKey: string, apiSecret: string) {
+  const roomConfigs = new Map<number, unknown>();
+  const roomConfigOf = (maxParticipants: number) => {
+    let config = roomConfigs.get(maxParticipants);
+    if (!config) {
+      config = new RoomConfiguration({
+        maxParticipants,
+        emptyTimeout: EMPTY_TIMEOUT_SECONDS,
+        departureTimeout: DEPARTURE_TIMEOUT_SECONDS,
+      }).toJson({ emitDefaultValues: true });
+      roomConfigs.set(maxParticipants, config);
+    }
+    return config;
+  };
+  return (claims: TokenClaims): string => {
+    const now = Math.floor((claims.at ?? new Date()).getTime() / 1000);
+    const { canPublishSources, ...grant } = claims.grant;
+    const video = {
+      ...grant,
+      ...(canPublishSources
+        ? { canPublishSources: canPublishSources.map((s) => TRACK_SOURCE_NAMES[s]) }
+        : {}),
+      room: claims.room,
+      roomJoin: true,
+    };
+    const payload = base64url(
+      JSON.stringify({
+        attributes: claims.attributes,
+        video,
+        roomConfig: roomConfigOf(claims.maxParticipants),
+        iss: apiKey,
+        exp: now + claims.ttlSeconds,
+        nbf: now,
+        sub: claims.identity,
+      }),
+    );
+    const signature = createHmac('sha256', apiSecret).update(`${HEADER}.${payload}`).digest('base64url');
+    return `${HEADER}.${payload}.${signature}`;
+  };
+}
 
 /**
  * The control plane's only client of LiveKit: tokens, the room service and webhook verification.
@@ -30,28 +100,7 @@ export function createLiveKitClient(settings: LiveKitSettings) {
   const receiver = new WebhookReceiver(settings.apiKey, settings.apiSecret);
 
   return {
-    mintToken: (options: {
-      identity: string;
-      room: string;
-      ttlSeconds: number;
-      /** Applied when this token's join creates the room; a running room keeps its own. */
-      maxParticipants: number;
-      grant: Omit<VideoGrant, 'room' | 'roomJoin'>;
-      attributes: Record<string, string>;
-    }) => {
-      const token = new AccessToken(settings.apiKey, settings.apiSecret, {
-        identity: options.identity,
-        ttl: options.ttlSeconds,
-        attributes: options.attributes,
-      });
-      token.addGrant({ ...options.grant, room: options.room, roomJoin: true });
-      token.roomConfig = new RoomConfiguration({
-        maxParticipants: options.maxParticipants,
-        emptyTimeout: EMPTY_TIMEOUT_SECONDS,
-        departureTimeout: DEPARTURE_TIMEOUT_SECONDS,
-      });
-      return token.toJwt();
-    },
+    mintToken: createTokenSigner(settings.apiKey, settings.apiSecret),
 
     /** The room's current participants; none when LiveKit no longer has the room. */
     listParticipants: async (room: string): Promise<ParticipantInfo[]> => {

@@ -10,5 +10,7 @@ export function createRedis(url: string): Redis {
     connectTimeout: 2_000,
     maxRetriesPerRequest: 1,
     lazyConnect: false,
+    // Commands issued in the same tick (concurrent requests) share one write to the socket.
+    enableAutoPipelining: true,
   });
 }

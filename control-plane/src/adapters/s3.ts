@@ -11,8 +11,8 @@ import {
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { UpstreamError } from '../platform/errors.js';
+import { createPresigner } from './sigv4.js';
 
 export interface S3Settings {
   endpoint: string;
@@ -43,14 +43,21 @@ const notFound = (error: unknown) =>
   (error.$metadata.httpStatusCode === 404 || error.name === 'NotFound');
 
 /**
- * The control plane's only client of MinIO. Two clients: the internal one talks to MinIO; the
- * public one only signs URLs (no network), for the endpoint browsers reach, because a signature
- * covers the host it was made for.
+ * The control plane's only client of MinIO. The SDK's client talks to MinIO on the internal endpoint;
+ * URLs are signed (no network) for the public endpoint browsers reach, because a signature covers the
+ * host it was made for.
  */
 export function createObjectStore(settings: S3Settings) {
   const internal = client(settings.endpoint, settings);
-  const signer = client(settings.publicEndpoint, settings);
   const Bucket = settings.bucket;
+  const presign = createPresigner();
+  const signing = {
+    endpoint: settings.publicEndpoint,
+    bucket: Bucket,
+    region: settings.region,
+    accessKey: settings.accessKey,
+    secretKey: settings.secretKey,
+  };
 
   return {
     /** Creates the bucket if needed, with its expiry rules and its event notifications. */
@@ -90,27 +97,32 @@ export function createObjectStore(settings: S3Settings) {
     },
 
     /** A PUT URL with the Content-Type signed in: MinIO refuses the upload with any other type. */
-    presignUpload: (key: string, contentType: string, expiresIn: number) =>
-      getSignedUrl(signer, new PutObjectCommand({ Bucket, Key: key, ContentType: contentType }), {
-        expiresIn,
-        signableHeaders: new Set(['content-type']),
+    presignUpload: async (key: string, contentType: string, expiresIn: number) =>
+      presign({
+        ...signing,
+        method: 'PUT',
+        key,
+        expiresInSeconds: expiresIn,
+        signedHeaders: { 'content-type': contentType },
+        query: { 'x-id': 'PutObject' },
       }),
 
     /** A GET URL; with a filename, browsers save the file instead of showing it. */
-    presignDownload: (key: string, expiresIn: number, attachmentName?: string) =>
-      getSignedUrl(
-        signer,
-        new GetObjectCommand({
-          Bucket,
-          Key: key,
+    presignDownload: async (key: string, expiresIn: number, attachmentName?: string) =>
+      presign({
+        ...signing,
+        method: 'GET',
+        key,
+        expiresInSeconds: expiresIn,
+        query: {
           ...(attachmentName
             ? {
-                ResponseContentDisposition: `attachment; filename*=UTF-8''${encodeURIComponent(attachmentName)}`,
+                'response-content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(attachmentName)}`,
               }
             : {}),
-        }),
-        { expiresIn },
-      ),
+          'x-id': 'GetObject',
+        },
+      }),
 
     /** The real size of stored bytes, or null when nothing is there. */
     sizeOf: async (key: string): Promise<number | null> => {

@@ -1,11 +1,18 @@
-import { randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+/** The largest multiple of 62 that fits a byte: bytes from here up are drawn again, so none is favoured. */
+const UNBIASED_BELOW = 248;
 
-/** Random base62 text: unbiased (randomInt rejects out-of-range draws), copy-paste safe. */
+/** Random base62 text: unbiased (out-of-range bytes are rejected), copy-paste safe. */
 export function randomBase62(length: number): string {
   let out = '';
-  for (let i = 0; i < length; i += 1) out += BASE62[randomInt(BASE62.length)];
+  while (out.length < length) {
+    for (const byte of randomBytes(length + 8)) {
+      if (byte < UNBIASED_BELOW) out += BASE62[byte % 62];
+      if (out.length === length) break;
+    }
+  }
   return out;
 }
 

@@ -13,7 +13,7 @@ export function billingStore(db: CommonQueryMethods) {
     lockBalance: (accountId: string) =>
       db.maybeOneFirst(
         sql.type(z.object({ balance_micros: z.number().int() }))`
-          select balance_micros from accounts where id = ${accountId} for update`,
+          select balance_micros from accounts where id = ${accountId} for no key update`,
       ),
 
     readBalance: (accountId: string) =>
