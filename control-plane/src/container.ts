@@ -1,41 +1,20 @@
-import type { Redis } from 'ioredis';
-import { type DatabasePool, type Interceptor, sql } from 'slonik';
+import { sql } from 'slonik';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
-import { createRedis } from './adapters/redis.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import type { Settings } from './config/schema.js';
-import { createDatabasePool } from './db/pool.js';
-import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
-import { type BillingService, createBillingService } from './modules/billing/service.js';
+import { type Core, type CoreOptions, createCore } from './core.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
-import { type Accrual, createAccrual } from './platform/accrual.js';
 import { type Admission, createAdmission } from './platform/admission.js';
-import { createInvalidationBus, type InvalidationBus } from './platform/cache.js';
-import { type Clock, systemClock } from './platform/clock.js';
-import { createMetering, type Metering } from './platform/metering.js';
-import { createPrices, type Prices, parseConfiguredPricing } from './platform/prices.js';
-import { createStanding, type Standing } from './platform/standing.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
-export interface Container {
-  settings: Settings;
-  clock: Clock;
-  pool: DatabasePool;
-  redis: Redis;
-  bus: InvalidationBus;
-  prices: Prices;
-  standing: Standing;
-  metering: Metering;
-  accrual: Accrual;
+export interface Container extends Core {
   admission: Admission;
-  accounts: AccountsService;
-  billing: BillingService;
   ejabberd: EjabberdClient;
   realtime: RealtimeService;
   chat: ChatService;
@@ -44,16 +23,9 @@ export interface Container {
   shield: ShieldService;
   objects: ObjectStore;
   probes: Record<string, Probe>;
-  close(): Promise<void>;
 }
 
-export interface ContainerOptions {
-  clock?: Clock;
-  /** More slonik interceptors (tests count statements with one). */
-  interceptors?: Interceptor[];
-  /** Where failures of background notices (cache refreshes after a commit) are reported. */
-  onError?: (error: unknown) => void;
-}
+export type ContainerOptions = CoreOptions;
 
 const sqlSelectOne = sql.unsafe`select 1`;
 
@@ -61,17 +33,9 @@ export async function createContainer(
   settings: Settings,
   options: ContainerOptions = {},
 ): Promise<Container> {
-  const clock = options.clock ?? systemClock;
+  const core = await createCore(settings, options);
+  const { clock, pool, redis, bus, prices, standing, metering, accrual, accounts } = core;
   const onError = options.onError ?? (() => {});
-  const pool = await createDatabasePool(settings.SVC_DATABASE_URL, options.interceptors);
-  const redis = createRedis(settings.SVC_REDIS_URL);
-  const bus = createInvalidationBus(redis, onError);
-  const { configured } = parseConfiguredPricing(settings.SVC_PRICES, settings.SVC_FREE_ALLOWANCES);
-  const prices = createPrices({ pool, clock, configured, bus });
-  const standing = createStanding({ pool, redis });
-  const metering = createMetering({ pool, clock, prices, standing, onError });
-  const accrual = createAccrual({ pool, redis, clock, metering, prices, onError });
-  const accounts = createAccountsService({ pool, clock, bus });
   const ejabberd = createEjabberdClient({
     apiUrl: settings.SVC_EJABBERD_API_URL,
     chatDomain: settings.SVC_CHAT_DOMAIN,
@@ -113,18 +77,8 @@ export async function createContainer(
     bucket: settings.SVC_S3_BUCKET,
   });
   return {
-    settings,
-    clock,
-    pool,
-    redis,
-    bus,
-    prices,
-    standing,
-    metering,
-    accrual,
+    ...core,
     admission: createAdmission({ redis, clock, standing }),
-    accounts,
-    billing: createBillingService({ pool, clock, prices, standing, onError }),
     ejabberd,
     realtime,
     chat,
@@ -159,11 +113,6 @@ export async function createContainer(
         livekitUrl: settings.SVC_LIVEKIT_URL,
         s3Endpoint: settings.SVC_S3_ENDPOINT,
       }),
-    },
-    close: async () => {
-      bus.close();
-      await pool.end();
-      redis.disconnect();
     },
   };
 }

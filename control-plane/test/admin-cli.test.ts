@@ -31,7 +31,8 @@ afterAll(async () => {
   await ctx.close();
 });
 
-describe('npm run admin', () => {
+// Each call starts a process that compiles the CLI's TypeScript: seconds each on a busy machine.
+describe('npm run admin', { timeout: 120_000 }, () => {
   it('creates an account, an app and keys, tops up idempotently and revokes', async () => {
     const account = await admin('account', 'create', '--name', 'Acme', '--plan', 'pro');
     expect(account.code).toBe(0);

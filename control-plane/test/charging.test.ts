@@ -1,8 +1,9 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { ledgerTotals } from './ledger.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
-import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /** writes.calls at its shipped price, with no free allowance. */
 const WRITE_PRICE = 500;
@@ -169,5 +170,81 @@ describe('plans', () => {
       });
       expect(allowed.statusCode).toBe(200);
     }
+  });
+});
+
+describe('a live balance at zero or below', () => {
+  const keyed = (token: string, method: 'POST' | 'GET', url: string, payload?: object) =>
+    ctx.app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${token}` },
+      remoteAddress: uniqueAddress(),
+      ...(payload ? { payload } : {}),
+    });
+  const upload = { name: 'a.txt', content_type: 'text/plain', size_bytes: 1 };
+
+  it('refuses priced calls with 402 even inside a free allowance, and mints', async () => {
+    // Uploads have a free monthly allowance: the first ones cost nothing, but an empty balance pays for none.
+    const customer = await createCustomer(ctx.container, { mode: 'live' });
+    for (const [method, url, payload] of [
+      ['POST', '/v1/storage/uploads', upload],
+      ['POST', '/test/priced', undefined],
+      ['POST', '/v1/realtime/chat/tokens', { user_id: 'ana' }],
+      ['POST', '/v1/realtime/live/tokens', { room: 'r', identity: 'ana' }],
+    ] as const) {
+      const refused = await keyed(customer.token, method, url, payload);
+      expect(refused.statusCode, url).toBe(402);
+      expect(refused.json().error.code).toBe('PAYMENT_REQUIRED');
+    }
+    expect((await keyed(customer.token, 'GET', '/v1/storage/objects')).json().items).toEqual([]);
+
+    // One micro-dollar is enough for a call the allowance pays for.
+    await ctx.container.billing.topUp({ accountId: customer.account.id, amountMicros: 1, reference: 'one' });
+    const inside = await keyed(customer.token, 'POST', '/v1/storage/uploads', upload);
+    expect(inside.statusCode).toBe(201);
+    expect(inside.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+
+  it('records usage known afterwards in full, shows what is owed, and takes it back from the next top-up', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 700 });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    // 3 writes (1,500 micro-dollars) known only afterwards, on a balance of 700.
+    expect(await meterNow(ctx.container, payer, [{ product: 'writes', metric: 'calls', quantity: 3 }])).toBe(
+      1_500,
+    );
+    const owed = await ctx.container.billing.getBalance(customer.account.id);
+    expect(owed).toMatchObject({ balance_micros: -800, owed_micros: 800, owed_usd: 0.0008 });
+    expect(owed.ledger.find((entry) => entry.kind === 'usage')).toMatchObject({
+      kind: 'usage',
+      amount_micros: -1_500,
+      balance_after_usd: -0.0008,
+    });
+    const totals = await ledgerTotals(ctx.container, customer.account.id);
+    expect([totals.balance, totals.usageCost]).toEqual([totals.ledger, totals.usageLines]);
+
+    // Owing, the account pays for nothing new.
+    expect((await call(customer.token)).statusCode).toBe(402);
+    expect(
+      (await keyed(customer.token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'ana' })).statusCode,
+    ).toBe(402);
+
+    await ctx.container.billing.topUp({
+      accountId: customer.account.id,
+      amountMicros: 1_000,
+      reference: 'repay',
+    });
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(200);
+    expect((await call(customer.token)).statusCode).toBe(402); // 200 cannot pay 500
+    await ctx.container.billing.topUp({
+      accountId: customer.account.id,
+      amountMicros: 300,
+      reference: 'more',
+    });
+    expect((await call(customer.token)).statusCode).toBe(200);
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(0);
+    expect(
+      (await keyed(customer.token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'ana' })).statusCode,
+    ).toBe(402);
   });
 });

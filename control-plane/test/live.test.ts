@@ -1,9 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
 import { decodeJwt } from 'jose';
-import { AccessToken, RoomServiceClient } from 'livekit-server-sdk';
+import { RoomServiceClient } from 'livekit-server-sdk';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
+import { deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 let ctx: TestContext;
@@ -38,49 +38,7 @@ const mint = (token: string, payload: object) =>
     payload,
   });
 
-/** A webhook as LiveKit sends it: protojson body, signed by a JWT carrying the body's SHA-256. */
-async function webhook(event: Record<string, unknown>, sign = true) {
-  const body = JSON.stringify({
-    id: `EV_${randomUUID()}`,
-    createdAt: String(Math.floor(ctx.clock.now().getTime() / 1000)),
-    ...event,
-  });
-  const headers: Record<string, string> = { 'content-type': 'application/webhook+json' };
-  if (sign) {
-    const token = new AccessToken(
-      ctx.container.settings.SVC_LIVEKIT_API_KEY,
-      ctx.container.settings.SVC_LIVEKIT_API_SECRET,
-    );
-    token.sha256 = createHash('sha256').update(body).digest('base64');
-    headers.authorization = await token.toJwt();
-  }
-  return { body, headers };
-}
-
-const post = (delivery: { body: string; headers: Record<string, string> }) =>
-  ctx.app.inject({
-    method: 'POST',
-    url: '/internal/livekit/webhook',
-    headers: delivery.headers,
-    payload: delivery.body,
-  });
-
-const deliver = async (event: Record<string, unknown>, sign = true) => post(await webhook(event, sign));
-
-/** A participant as LiveKit reports it; sids are unique per run, as LiveKit's are. */
-function participant(name: string, room: string, attributes: Record<string, string>, joinedAt: Date) {
-  const sid = `${name}_${randomUUID()}`;
-  return {
-    room: { name: room },
-    participant: {
-      sid,
-      identity: `user-${sid}`,
-      joinedAt: String(Math.floor(joinedAt.getTime() / 1000)),
-      joinedAtMs: String(joinedAt.getTime()),
-      attributes,
-    },
-  };
-}
+const deliver = (event: Record<string, unknown>, sign = true) => deliverTo(ctx, event, sign);
 
 const usageRows = async (accountId: string) =>
   (await ctx.container.billing.usageReport(accountId, 'test', 1)).usage.filter((row) =>
@@ -216,9 +174,9 @@ describe('LiveKit webhooks', () => {
       participant: { sid: who.participant.sid, identity: who.participant.identity },
       track: { sid: 'TR_1', type: 'VIDEO', width: 1920, height: 1080 },
     });
-    const left = await webhook({ event: 'participant_left', ...who });
-    expect((await post(left)).json()).toEqual({ applied: true });
-    expect((await post(left)).json()).toEqual({ applied: false });
+    const left = await webhook(ctx, { event: 'participant_left', ...who });
+    expect((await post(ctx, left)).json()).toEqual({ applied: true });
+    expect((await post(ctx, left)).json()).toEqual({ applied: false });
     expect(await usageRows(account.id)).toEqual([
       expect.objectContaining({ product: 'live', metric: 'fhd_minutes', quantity: 1.5, cost_micros: 3_000 }),
     ]);
@@ -271,8 +229,8 @@ describe('LiveKit webhooks', () => {
     );
     const unsigned = await deliver({ event: 'participant_left', ...who }, false);
     expect(unsigned.statusCode).toBe(401);
-    const signed = await webhook({ event: 'participant_joined', ...who });
-    const forged = await post({
+    const signed = await webhook(ctx, { event: 'participant_joined', ...who });
+    const forged = await post(ctx, {
       ...signed,
       body: signed.body.replace('participant_joined', 'participant_left'),
     });

@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
+import type { Interceptor } from 'slonik';
 import { type App, buildApp } from '../src/app.js';
 import { loadSettings } from '../src/config/load.js';
 import type { Settings } from '../src/config/schema.js';
@@ -30,11 +31,20 @@ export async function startTestApp(
     extraRoutes?: (app: App) => void;
     /** More declared operations, through the same pipeline as the API's. */
     routes?: (container: Container) => Route[];
+    /** slonik interceptors (statement counting, error watching). */
+    interceptors?: Interceptor[];
   } = {},
 ): Promise<TestContext> {
   const clock = (options.clock as ManualClock | undefined) ?? createManualClock(new Date());
-  const container = await createContainer(testSettings(options.settings), { clock });
-  const app = await buildApp(container, { logger: false, routes: options.routes?.(container) ?? [] });
+  const container = await createContainer(testSettings(options.settings), {
+    clock,
+    interceptors: options.interceptors ?? [],
+  });
+  // TEST_LOG=1 shows the apps' error logs, for a failing test's 500s.
+  const app = await buildApp(container, {
+    logger: process.env.TEST_LOG ? { level: 'error' } : false,
+    routes: options.routes?.(container) ?? [],
+  });
   options.extraRoutes?.(app);
   await app.ready();
   return {

@@ -7,6 +7,7 @@ import {
   AudioFrame,
   AudioSource,
   AudioStream,
+  type DisconnectReason,
   dispose,
   LocalAudioTrack,
   type LocalTrack,
@@ -43,6 +44,15 @@ export interface ReceivedTrack {
   height?: number;
 }
 
+/**
+ * What the server told a participant, in the order it arrived: changes of its own attributes, data
+ * messages, then its disconnection.
+ */
+export type RoomNotice =
+  | { type: 'attributes'; changed: Record<string, string> }
+  | { type: 'data'; topic: string | undefined; payload: string; from: string | undefined }
+  | { type: 'disconnected'; reason: DisconnectReason };
+
 export interface LiveParticipant {
   readonly room: Room;
   readonly identity: string;
@@ -55,7 +65,11 @@ export interface LiveParticipant {
   publishAudio(): Promise<string>;
   /** Waits until `from`'s track of that kind is subscribed and its first frame has arrived. */
   waitForRemoteTrack(from: string, kind: MediaKind, timeoutMs?: number): Promise<ReceivedTrack>;
-  /** Stops the sources and disconnects; safe to call more than once. */
+  /** Its own attribute changes, the data messages and the disconnection (not asked for here), in order. */
+  readonly notices: readonly RoomNotice[];
+  /** Waits until the room disconnects this participant (an earlier disconnection counts). */
+  waitForDisconnect(timeoutMs?: number): Promise<Extract<RoomNotice, { type: 'disconnected' }>>;
+  /** Stops the sources and disconnects; safe to call more than once, and after the room sent it away. */
   leave(): Promise<void>;
 }
 
@@ -148,6 +162,31 @@ export async function join(url: string, token: string): Promise<LiveParticipant>
     if (index >= 0) waiting.splice(index, 1)[0]!.resolve(entry);
     else unclaimed.push(entry);
   });
+  // Listened to before connecting, so nothing the server sends at the join is missed.
+  const notices: RoomNotice[] = [];
+  let leaving = false;
+  let removed: (entry: Extract<RoomNotice, { type: 'disconnected' }>) => void;
+  const disconnected = new Promise<Extract<RoomNotice, { type: 'disconnected' }>>((resolve) => {
+    removed = resolve;
+  });
+  room.on(RoomEvent.DataReceived, (payload, participant, _kind, topic) => {
+    notices.push({
+      type: 'data',
+      topic,
+      payload: new TextDecoder().decode(payload),
+      from: participant?.identity,
+    });
+  });
+  room.on(RoomEvent.ParticipantAttributesChanged, (changed, participant) => {
+    if (participant.identity === room.localParticipant?.identity)
+      notices.push({ type: 'attributes', changed });
+  });
+  room.on(RoomEvent.Disconnected, (reason) => {
+    if (leaving) return;
+    const entry = { type: 'disconnected' as const, reason };
+    notices.push(entry);
+    removed(entry);
+  });
   await room.connect(url, token, { autoSubscribe: true, dynacast: false });
   const local = room.localParticipant!;
 
@@ -204,9 +243,15 @@ export async function join(url: string, token: string): Promise<LiveParticipant>
       );
     },
 
+    notices,
+
+    waitForDisconnect: (timeoutMs = 15_000) =>
+      withTimeout(disconnected, timeoutMs, `${local.identity} waiting to be disconnected by the room`),
+
     leave: async () => {
       if (leftAt !== undefined) return;
       leftAt = Date.now();
+      leaving = true;
       for (const stop of stops) stop();
       await Promise.all(tracks.map((track) => track.close()));
       await room.disconnect();

@@ -113,16 +113,20 @@ export function createLiveKitClient(settings: LiveKitSettings) {
     },
 
     /**
-     * Tells a participant why (a reliable data message on `topic`), then removes it from the room.
-     * False when it had already left.
+     * Tells a participant why, then removes it from the room; false when it had already left. The
+     * reason goes into the participant's attributes under `topic` (that update travels on the
+     * signalling connection ahead of the removal) and, for clients listening for data, as a reliable
+     * data message on `topic` (which LiveKit may drop when the removal closes the connection first).
      */
     removeParticipant: async (
       room: string,
       identity: string,
       notice: { topic: string; payload: object },
     ): Promise<boolean> => {
+      const text = JSON.stringify(notice.payload);
       try {
-        await rooms.sendData(room, Buffer.from(JSON.stringify(notice.payload)), DataPacket_Kind.RELIABLE, {
+        await rooms.updateParticipant(room, identity, { attributes: { [notice.topic]: text } });
+        await rooms.sendData(room, Buffer.from(text), DataPacket_Kind.RELIABLE, {
           destinationIdentities: [identity],
           topic: notice.topic,
         });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 /**
@@ -13,4 +14,20 @@ export function createRedis(url: string): Redis {
     // Commands issued in the same tick (concurrent requests) share one write to the socket.
     enableAutoPipelining: true,
   });
+}
+
+/**
+ * A Lua script called by its SHA, sent whole only when Redis does not know it yet (after a restart).
+ * Not ioredis's defineCommand: a command defined after an auto-pipeline was made is missing from it.
+ */
+export function redisScript<T>(redis: Redis, lua: string) {
+  const sha = createHash('sha1').update(lua).digest('hex');
+  return async (numberOfKeys: number, ...keysAndArgs: (string | number)[]): Promise<T> => {
+    try {
+      return (await redis.evalsha(sha, numberOfKeys, ...keysAndArgs)) as T;
+    } catch (error) {
+      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
+      return (await redis.eval(lua, numberOfKeys, ...keysAndArgs)) as T;
+    }
+  };
 }

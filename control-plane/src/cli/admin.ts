@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadSettings } from '../config/load.js';
-import { createContainer } from '../container.js';
+import { createCore } from '../core.js';
 import { runMigrations } from '../db/migrate.js';
 import type { AccountsService } from '../modules/accounts/service.js';
 import { type BillingService, usdNumber } from '../modules/billing/service.js';
@@ -206,15 +206,15 @@ async function main(): Promise<number> {
   }
   if (!process.env.SVC_DATABASE_URL)
     throw new UsageError('SVC_DATABASE_URL is not set (start the stack with npm start first)');
-  // The same container as the control plane's: a revoked key or a new price reaches every replica.
-  const container = await createContainer(loadSettings(process.env));
+  // The control plane's own core: a revoked key or a new price reaches every replica's caches.
+  const core = await createCore(loadSettings(process.env));
   try {
-    await runMigrations(container.pool);
-    const result = await run(command, values, container);
+    await runMigrations(core.pool);
+    const result = await run(command, values, core);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } finally {
-    await container.close();
+    await core.close();
   }
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { type DatabasePool, sql } from 'slonik';
+import { redisScript } from '../adapters/redis.js';
 import type { KeyMode, Payer } from './caller.js';
 import { type Clock, utcDay } from './clock.js';
 import type { Metering, Usage, UsagePrice } from './metering.js';
@@ -82,6 +83,7 @@ export function createAccrual(deps: {
   onError?: (error: unknown) => void;
 }) {
   const processors = new Map<string, BatchProcessor>();
+  const claim = redisScript<number>(deps.redis, CLAIM);
 
   async function apply(kind: string, batch: string): Promise<void> {
     const key = batchKey(kind, batch);
@@ -157,8 +159,7 @@ export function createAccrual(deps: {
       const now = Date.now();
       for (const kind of processors.keys()) {
         const batch = randomUUID();
-        const claimed = await deps.redis.eval(
-          CLAIM,
+        const claimed = await claim(
           3,
           pendingKey(kind),
           batchKey(kind, batch),

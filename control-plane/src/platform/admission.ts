@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { redisScript } from '../adapters/redis.js';
 import type { Principal } from './caller.js';
 import { type Clock, secondsUntilUtcMidnight, utcDay } from './clock.js';
 import { errors } from './errors.js';
@@ -80,16 +81,15 @@ type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[])
 export function createAdmission(deps: { redis: Redis; clock: Clock; standing: Standing }) {
   const lockoutKey = (address: string) => `svc:authfail:${address}`;
   const commands = new Map<string, ScriptCommand>();
+  const invalidKey = redisScript<number>(deps.redis, INVALID_KEY);
 
-  /** Each script is sent once per connection and then called by its SHA (ioredis defineCommand). */
   function command(script: AdmissionScript): ScriptCommand {
     let defined = commands.get(script.name);
     if (!defined) {
-      const name = `svcAdmit_${script.name.replace(/\W/g, '_')}`;
-      deps.redis.defineCommand(name, {
-        lua: `${PRELUDE}local function operation()\n${script.body}\nend\nreturn {'ok', used, operation()}`,
-      });
-      defined = (deps.redis as unknown as Record<string, ScriptCommand>)[name]!.bind(deps.redis);
+      defined = redisScript<Reply>(
+        deps.redis,
+        `${PRELUDE}local function operation()\n${script.body}\nend\nreturn {'ok', used, operation()}`,
+      );
       commands.set(script.name, defined);
     }
     return defined;
@@ -158,8 +158,7 @@ export function createAdmission(deps: { redis: Redis; clock: Clock; standing: St
      * key, unlike a missing one, also counts toward the lockout).
      */
     refuse: async (address: string, refusal: Error, counts: boolean): Promise<never> => {
-      const failures = (await deps.redis.eval(
-        INVALID_KEY,
+      const failures = (await invalidKey(
         1,
         lockoutKey(address),
         INVALID_KEY_LIMIT,

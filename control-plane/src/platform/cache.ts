@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
 const CHANNEL = 'svc:invalidate';
@@ -18,6 +19,8 @@ export function createInvalidationBus(
   onError: (error: unknown) => void = () => {},
 ): InvalidationBus {
   const listeners = new Map<string, ((key: string | null) => void)[]>();
+  // A replica forgets its own entries when it publishes; its own messages coming back are skipped.
+  const origin = randomUUID();
   const everything = () => {
     for (const callbacks of listeners.values()) for (const callback of callbacks) callback(null);
   };
@@ -33,7 +36,8 @@ export function createInvalidationBus(
   });
   subscriber.on('message', (_channel: string, message: string) => {
     try {
-      const [cache, key] = JSON.parse(message) as [string, string | null];
+      const [from, cache, key] = JSON.parse(message) as [string, string, string | null];
+      if (from === origin) return;
       for (const callback of listeners.get(cache) ?? []) callback(key);
     } catch (error) {
       onError(error);
@@ -41,7 +45,7 @@ export function createInvalidationBus(
   });
   return {
     publish: async (cache, key) => {
-      await redis.publish(CHANNEL, JSON.stringify([cache, key]));
+      await redis.publish(CHANNEL, JSON.stringify([origin, cache, key]));
     },
     subscribe: (cache, onInvalidate) => {
       listeners.set(cache, [...(listeners.get(cache) ?? []), onInvalidate]);
@@ -57,6 +61,8 @@ export interface SharedCache<V> {
   invalidate(key: string): Promise<void>;
   /** Forgets every entry here and on every other replica. */
   clear(): Promise<void>;
+  /** Publishes a value this replica just wrote: the others forget theirs, this one keeps it. */
+  replace(key: string, value: V): Promise<void>;
 }
 
 /**
@@ -72,13 +78,15 @@ export function createSharedCache<V>(options: {
 }): SharedCache<V> {
   const entries = new Map<string, { value: V; expiresAt: number }>();
   const loading = new Map<string, Promise<V>>();
-  // Bumped by every invalidation: a load that began before one must not store what it read.
-  let epoch = 0;
+  // An invalidation also drops the loads under way: a load that began before it stores nothing.
   const forget = (key: string | null) => {
-    epoch += 1;
-    if (key === null) entries.clear();
-    else entries.delete(key);
-    loading.clear();
+    if (key === null) {
+      entries.clear();
+      loading.clear();
+    } else {
+      entries.delete(key);
+      loading.delete(key);
+    }
   };
   options.bus.subscribe(options.name, forget);
 
@@ -89,11 +97,10 @@ export function createSharedCache<V>(options: {
       if (hit && hit.expiresAt > now) return hit.value;
       const pending = loading.get(key);
       if (pending) return pending;
-      const startedAt = epoch;
       const promise = load().then(
         (value) => {
-          if (loading.get(key) === promise) loading.delete(key);
-          if (epoch === startedAt) {
+          if (loading.get(key) === promise) {
+            loading.delete(key);
             // Maps keep insertion order: the first entry is the oldest.
             if (entries.size >= options.maxEntries) entries.delete(entries.keys().next().value as string);
             entries.set(key, { value, expiresAt: performance.now() + options.ttlMs });
@@ -111,6 +118,11 @@ export function createSharedCache<V>(options: {
     invalidate: async (key) => {
       forget(key);
       await options.bus.publish(options.name, key);
+    },
+    replace: async (key, value) => {
+      forget(key);
+      await options.bus.publish(options.name, key);
+      entries.set(key, { value, expiresAt: performance.now() + options.ttlMs });
     },
     clear: async () => {
       forget(null);

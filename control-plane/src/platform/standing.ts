@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { type DatabasePool, sql } from 'slonik';
 import { z } from 'zod';
+import { redisScript } from '../adapters/redis.js';
 
 /**
  * Whether a live account can pay (its balance is above zero), mirrored in Redis so that mints, chat
@@ -26,15 +27,9 @@ redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'EX', ARGV[3])
 return 1`;
 
 export function createStanding(deps: { pool: DatabasePool; redis: Redis }) {
+  const setIfNewer = redisScript<number>(deps.redis, SET_IF_NEWER);
   const record = (accountId: string, balance: number, version: number) =>
-    deps.redis.eval(
-      SET_IF_NEWER,
-      1,
-      standingKey(accountId),
-      balance > 0 ? '1' : '0',
-      version,
-      STANDING_TTL_SECONDS,
-    );
+    setIfNewer(1, standingKey(accountId), balance > 0 ? '1' : '0', version, STANDING_TTL_SECONDS);
 
   /** Reads the truth from PostgreSQL and mirrors it; false for an unknown account. */
   async function load(accountId: string): Promise<boolean> {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
+import { redisScript } from '../../adapters/redis.js';
 import {
   type Accrual,
   applyOncePerAccount,
@@ -90,6 +91,7 @@ export function createChatService(deps: {
   settings: ChatSettings;
 }) {
   const jidOf = (localPart: string) => `${localPart}@${deps.settings.chatDomain}`;
+  const login = redisScript<string>(deps.redis, LOGIN);
 
   deps.accrual.register(CHAT_USERS, async (_batch, entries) => {
     await chatStore(deps.pool).addUsers(
@@ -163,9 +165,8 @@ export function createChatService(deps: {
     const now = deps.clock.now();
     const month = now.toISOString().slice(0, 7);
     const price = (await deps.prices.table()).get(metricKey('chat', 'monthly_active_users'))!;
-    const login = () =>
-      deps.redis.eval(
-        LOGIN,
+    const answer = () =>
+      login(
         4,
         credentialKey(localPart),
         standingKey(settings.account_id),
@@ -184,13 +185,13 @@ export function createChatService(deps: {
           userId,
           ...priceParts(price),
         ),
-      ) as Promise<string>;
-    let answer = await login();
-    if (answer === 'standing-unknown') {
+      );
+    let verdict = await answer();
+    if (verdict === 'standing-unknown') {
       await deps.standing.load(settings.account_id);
-      answer = await login();
+      verdict = await answer();
     }
-    return answer === 'ok';
+    return verdict === 'ok';
   }
 
   /** Whether ejabberd should treat the user as existing (to route messages to them when offline). */

@@ -11,7 +11,7 @@ import type { LiveKitClient } from '../../adapters/livekit.js';
 import type { Payer, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
-import { takeLease } from '../../platform/lease.js';
+import { withLease } from '../../platform/lease.js';
 import type { Metering, Usage } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
@@ -38,7 +38,7 @@ export const RECONCILE_GRACE_MS = 60_000;
 /** How often the spend guard looks at live accounts with open sessions. */
 export const SPEND_GUARD_EVERY_MS = 5_000;
 
-/** What a removed participant receives first, as a reliable data message on this topic. */
+/** Why a participant was removed: under this attribute of its own, and as a data message on this topic. */
 export const NOTICE_TOPIC = 'svc.notice';
 export const BALANCE_EXHAUSTED = {
   reason: 'balance_exhausted',
@@ -192,9 +192,85 @@ export function createLiveService(deps: {
     }
   }
 
-  /** Removes a participant of an account that cannot pay, telling it why; false when it had gone. */
-  const evict = (room: string, identity: string) =>
-    deps.livekit.removeParticipant(room, identity, { topic: NOTICE_TOPIC, payload: BALANCE_EXHAUSTED });
+  /**
+   * Removes a participant of an account that cannot pay, telling it why; false when it had gone or
+   * LiveKit did not answer (the spend guard tries again at its next turn).
+   */
+  const evict = async (room: string, identity: string): Promise<boolean> => {
+    try {
+      return await deps.livekit.removeParticipant(room, identity, {
+        topic: NOTICE_TOPIC,
+        payload: BALANCE_EXHAUSTED,
+      });
+    } catch (error) {
+      deps.onError?.(error);
+      return false;
+    }
+  };
+
+  async function reconcileRooms(): Promise<{ rooms: number; closed: number }> {
+    const rooms = await liveStore(deps.pool).openRooms();
+    let closed = 0;
+    for (const room of rooms) {
+      const present = new Set((await deps.livekit.listParticipants(room)).map((p) => p.sid));
+      const now = deps.clock.now();
+      await inTransaction(
+        deps.pool,
+        async (tx) => {
+          const store = liveStore(tx);
+          const sessions = await store.lockOpen({ room });
+          await store.markSeen(
+            sessions.filter((s) => present.has(s.participant_sid)).map((s) => s.participant_sid),
+            now,
+          );
+          const lost = sessions.filter(
+            (s) =>
+              !present.has(s.participant_sid) &&
+              now.getTime() - s.last_seen_at.getTime() >= RECONCILE_GRACE_MS,
+          );
+          await closeAndMeter(tx, lost, (session) => session.last_seen_at);
+          closed += lost.length;
+        },
+        deps.onError,
+      );
+    }
+    return { rooms: rooms.length, closed };
+  }
+
+  async function guardAccounts(): Promise<{ accounts: number; removed: number }> {
+    const now = deps.clock.now();
+    const store = liveStore(deps.pool);
+    const sessions = await store.openLiveSessions();
+    if (sessions.length === 0) return { accounts: 0, removed: 0 };
+    const accountIds = [...new Set(sessions.map((s) => s.account_id))];
+    const [table, positions] = await Promise.all([
+      deps.prices.table(),
+      deps.metering.positions(accountIds, now),
+    ]);
+    let exhausted = 0;
+    let removed = 0;
+    for (const accountId of accountIds) {
+      const open = sessions.filter((s) => s.account_id === accountId);
+      const secondsByMetric = new Map<string, number>();
+      for (const session of open) {
+        const usage = usageOfSession(session, seconds(session.joined_at, now));
+        const key = metricKey(usage.product, usage.metric);
+        secondsByMetric.set(key, (secondsByMetric.get(key) ?? 0) + usage.quantity);
+      }
+      let accrued = 0;
+      for (const [key, quantity] of secondsByMetric) {
+        const price = table.get(key)!;
+        const left = Math.max(0, price.allowance - (positions.get(accountId)?.allowanceUsed.get(key) ?? 0));
+        accrued += (Math.max(0, quantity - left) * price.priceMicros) / price.unitSize;
+      }
+      if ((positions.get(accountId)?.balance ?? 0) - accrued > 0) continue;
+      exhausted += 1;
+      // At once: a room LiveKit no longer has takes seconds to answer, and must not hold up the others.
+      const evicted = await Promise.all(open.map((session) => evict(session.room, session.identity)));
+      removed += evicted.filter(Boolean).length;
+    }
+    return { accounts: exhausted, removed };
+  }
 
   return {
     mintToken: async (
@@ -247,7 +323,8 @@ export function createLiveService(deps: {
         },
         deps.onError,
       );
-      // A participant of a live account that cannot pay (back with a token minted earlier) is sent away.
+      // A participant of a live account that cannot pay (back with a token minted earlier) is sent away,
+      // without holding up LiveKit's webhook queue for it.
       const participant = event.participant;
       if (
         applied &&
@@ -256,7 +333,7 @@ export function createLiveService(deps: {
         owner?.mode === 'live' &&
         !(await deps.standing.funded(owner.accountId))
       ) {
-        await evict(event.room!.name, participant.identity);
+        void evict(event.room!.name, participant.identity);
       }
       return { applied };
     },
@@ -267,34 +344,8 @@ export function createLiveService(deps: {
      * are closed and billed up to when they were last seen. One replica at a time.
      */
     reconcile: async (): Promise<{ rooms: number; closed: number }> => {
-      if (!(await takeLease(deps.redis, 'live-reconcile', RECONCILE_GRACE_MS / 2)))
-        return { rooms: 0, closed: 0 };
-      const rooms = await liveStore(deps.pool).openRooms();
-      let closed = 0;
-      for (const room of rooms) {
-        const present = new Set((await deps.livekit.listParticipants(room)).map((p) => p.sid));
-        const now = deps.clock.now();
-        await inTransaction(
-          deps.pool,
-          async (tx) => {
-            const store = liveStore(tx);
-            const sessions = await store.lockOpen({ room });
-            await store.markSeen(
-              sessions.filter((s) => present.has(s.participant_sid)).map((s) => s.participant_sid),
-              now,
-            );
-            const lost = sessions.filter(
-              (s) =>
-                !present.has(s.participant_sid) &&
-                now.getTime() - s.last_seen_at.getTime() >= RECONCILE_GRACE_MS,
-            );
-            await closeAndMeter(tx, lost, (session) => session.last_seen_at);
-            closed += lost.length;
-          },
-          deps.onError,
-        );
-      }
-      return { rooms: rooms.length, closed };
+      const run = await withLease(deps.redis, 'live-reconcile', RECONCILE_GRACE_MS / 2, reconcileRooms);
+      return run.ran ? run.result : { rooms: 0, closed: 0 };
     },
 
     /**
@@ -303,39 +354,8 @@ export function createLiveService(deps: {
      * so that a tiny balance cannot buy a long call. One replica at a time.
      */
     guardSpend: async (): Promise<{ accounts: number; removed: number }> => {
-      if (!(await takeLease(deps.redis, 'live-spend-guard', SPEND_GUARD_EVERY_MS - 500))) {
-        return { accounts: 0, removed: 0 };
-      }
-      const now = deps.clock.now();
-      const store = liveStore(deps.pool);
-      const sessions = await store.openLiveSessions();
-      if (sessions.length === 0) return { accounts: 0, removed: 0 };
-      const accountIds = [...new Set(sessions.map((s) => s.account_id))];
-      const [table, positions] = await Promise.all([
-        deps.prices.table(),
-        deps.metering.positions(accountIds, now),
-      ]);
-      let exhausted = 0;
-      let removed = 0;
-      for (const accountId of accountIds) {
-        const open = sessions.filter((s) => s.account_id === accountId);
-        const secondsByMetric = new Map<string, number>();
-        for (const session of open) {
-          const usage = usageOfSession(session, seconds(session.joined_at, now));
-          const key = metricKey(usage.product, usage.metric);
-          secondsByMetric.set(key, (secondsByMetric.get(key) ?? 0) + usage.quantity);
-        }
-        let accrued = 0;
-        for (const [key, quantity] of secondsByMetric) {
-          const price = table.get(key)!;
-          const left = Math.max(0, price.allowance - (positions.get(accountId)?.allowanceUsed.get(key) ?? 0));
-          accrued += (Math.max(0, quantity - left) * price.priceMicros) / price.unitSize;
-        }
-        if ((positions.get(accountId)?.balance ?? 0) - accrued > 0) continue;
-        exhausted += 1;
-        for (const session of open) if (await evict(session.room, session.identity)) removed += 1;
-      }
-      return { accounts: exhausted, removed };
+      const run = await withLease(deps.redis, 'live-spend-guard', SPEND_GUARD_EVERY_MS, guardAccounts);
+      return run.ran ? run.result : { accounts: 0, removed: 0 };
     },
   };
 }

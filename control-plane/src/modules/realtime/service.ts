@@ -98,7 +98,8 @@ export function createRealtimeService(deps: {
       });
       return (await store.find(scope.appId, scope.mode))!;
     });
-    await forget(row);
+    await cache.replace(scopeKey(scope), row);
+    await cache.replace(prefixKey(row.chat_prefix), row);
     return row;
   }
 

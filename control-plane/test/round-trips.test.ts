@@ -1,0 +1,124 @@
+import type { Interceptor } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
+import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+/**
+ * What each hot path sends to PostgreSQL and Redis once the caches are warm, held so that it cannot
+ * creep up: a priced call is its work and one charge statement (in one transaction), a mint or a
+ * login is one Redis round trip and no PostgreSQL at all.
+ */
+const statements: string[] = [];
+const counter: Interceptor = {
+  name: 'statement-counter',
+  beforeQueryExecution: (_context, query) => {
+    statements.push(query.sql.replace(/\s+/g, ' ').trim());
+    return null;
+  },
+};
+
+let ctx: TestContext;
+let redisCommands: string[] = [];
+beforeAll(async () => {
+  ctx = await startTestApp({ interceptors: [counter], routes: () => pricedProbe() });
+  await createPricedProbeTable(ctx.container);
+  const redis = ctx.container.redis;
+  const send = redis.sendCommand.bind(redis);
+  redis.sendCommand = (command, ...rest) => {
+    redisCommands.push(command.name);
+    return send(command, ...rest);
+  };
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+/** Runs a call twice (the first warms the caches) and returns what the second one sent. */
+async function sentBy(call: () => Promise<{ statusCode: number }>, expectedStatus = 200) {
+  expect((await call()).statusCode).toBe(expectedStatus);
+  statements.length = 0;
+  redisCommands = [];
+  expect((await call()).statusCode).toBe(expectedStatus);
+  return { statements: [...statements], redis: [...redisCommands] };
+}
+
+const keyed = (token: string, method: 'GET' | 'POST', url: string, payload?: object) => () =>
+  ctx.app.inject({
+    method,
+    url,
+    headers: { authorization: `Bearer ${token}` },
+    remoteAddress: uniqueAddress(),
+    ...(payload ? { payload } : {}),
+  });
+
+describe('round trips', () => {
+  it('of a priced call: the work and one charge statement, admission in one Redis script', async () => {
+    const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const sent = await sentBy(keyed(token, 'POST', '/test/priced'));
+    expect(sent.statements).toHaveLength(2);
+    expect(sent.statements[0]).toMatch(/^insert into test_priced_writes/);
+    expect(sent.statements[1]).toMatch(/from svc_meter\(/);
+    expect(sent.redis).toEqual(['evalsha']);
+  });
+
+  it('of an upload reservation and a signed read URL with a live key', async () => {
+    const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const upload = { name: 'a.txt', content_type: 'text/plain', size_bytes: 1 };
+    const reserved = await sentBy(keyed(token, 'POST', '/v1/storage/uploads', upload), 201);
+    expect(reserved.statements.map((s) => s.slice(0, 30))).toEqual([
+      'insert into storage_objects (i',
+      expect.stringMatching(/^select charged_micros/),
+    ]);
+    const object = (await keyed(token, 'POST', '/v1/storage/uploads', upload)()).json();
+    await fetch(object.upload_url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    await keyed(token, 'POST', `/v1/storage/objects/${object.object.id}/complete`)();
+    const read = await sentBy(keyed(token, 'GET', `/v1/storage/objects/${object.object.id}`));
+    expect(read.statements).toHaveLength(2);
+    expect(read.statements[1]).toMatch(/from svc_meter\(/);
+    // Admission, then the read's bandwidth accrued for the next flush.
+    expect(read.redis).toEqual(['evalsha', 'hincrby']);
+  });
+
+  it.each(['test', 'live'] as const)(
+    'of chat and live mints with a %s key: one Redis script, no SQL',
+    async (mode) => {
+      const { token } = await createCustomer(ctx.container, { mode, balanceMicros: 1_000_000 });
+      const chat = await sentBy(keyed(token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'ana' }));
+      expect(chat).toEqual({ statements: [], redis: ['evalsha'] });
+      const live = await sentBy(
+        keyed(token, 'POST', '/v1/realtime/live/tokens', { room: 'r', identity: 'ana' }),
+      );
+      expect(live).toEqual({ statements: [], redis: ['evalsha'] });
+    },
+  );
+
+  it('of a shield ticket and of a chat login: one Redis script, no SQL', async () => {
+    const { app, token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const { publishable_key: publishable } = await ctx.container.realtime.setup({
+      appId: app.id,
+      mode: 'live',
+    });
+    const ticket = await sentBy(() =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/v1/realtime/shield/ticket',
+        headers: { 'x-publishable-key': publishable },
+        remoteAddress: uniqueAddress(),
+        payload: { subject: 'viewer', scope: 'stream' },
+      }),
+    );
+    expect(ticket).toEqual({ statements: [], redis: ['evalsha'] });
+
+    const credential = (await keyed(token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'bo' })()).json();
+    const login = await sentBy(() =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/internal/ejabberd/auth',
+        headers: { authorization: `Bearer ${ctx.container.settings.SVC_INTERNAL_SECRET}` },
+        payload: { op: 'auth', user: credential.user, server: 'chat.local', password: credential.password },
+      }),
+    );
+    expect(login.statements).toEqual([]);
+    expect(login.redis).toHaveLength(1);
+  });
+});
