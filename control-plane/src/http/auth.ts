@@ -59,10 +59,9 @@ export interface AuthDeps {
 export const spends = (declared: Route) => declared.price !== undefined || declared.needsBalance === true;
 
 /**
- * The onRequest hook of an auth kind. It runs before body parsing and validation, so a refused
- * request does no work at all. Keyed operations: the key (from the in-process cache), the Free-plan
- * gate, then admission (lockout, daily cap, balance) in one Redis round trip, unless the operation
- * admits the request itself together with its own writes.
+ * The onRequest hook of an auth kind, run before the body is read: a missing, unknown or revoked key
+ * is refused unread (keys come from the in-process cache; a refusal counts toward the address's
+ * lockout), as is the Free plan on a paid-plan operation.
  */
 export function authHook(declared: Route, deps: AuthDeps) {
   const rule = KEY_RULES[declared.auth];
@@ -80,14 +79,6 @@ export function authHook(declared: Route, deps: AuthDeps) {
       if (declared.paidPlan && principal.plan === 'free') {
         throw errors.paymentRequired('This endpoint needs the Pro or Scale plan; the account is on Free');
       }
-      if (declared.admission === 'in-handler') return;
-      const { quota } = await deps.admission.admit({
-        address: request.ip,
-        principal,
-        spends: spends(declared),
-      });
-      request.admitted = true;
-      reply.headers(rateLimitHeaders(quota));
     };
   }
   if (declared.auth === 'internal') {
@@ -103,4 +94,24 @@ export function authHook(declared: Route, deps: AuthDeps) {
     };
   }
   return undefined;
+}
+
+/**
+ * Admission (lockout, daily cap, balance) in one Redis round trip, as a preValidation hook: after the
+ * body is read and before it is validated, so that invalid requests count toward the daily cap too and
+ * nothing of the operation runs for a refused one. Waiting on Redis before the body is read (in
+ * onRequest) held every request's body back behind the round trip. Operations that admit in their
+ * handler, together with their own writes, skip it.
+ */
+export function admissionHook(declared: Route, deps: AuthDeps) {
+  if (!KEY_RULES[declared.auth] || declared.admission === 'in-handler') return undefined;
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const { quota } = await deps.admission.admit({
+      address: request.ip,
+      principal: request.principal!,
+      spends: spends(declared),
+    });
+    request.admitted = true;
+    reply.headers(rateLimitHeaders(quota));
+  };
 }

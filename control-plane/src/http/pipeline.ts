@@ -5,7 +5,7 @@ import type { ErrorStatus } from '../platform/errors.js';
 import type { Metering } from '../platform/metering.js';
 import type { AuthKind, Route } from '../platform/route.js';
 import { errorResponses } from '../platform/schemas.js';
-import { type AuthDeps, authHook, spends } from './auth.js';
+import { type AuthDeps, admissionHook, authHook, spends } from './auth.js';
 
 export interface PipelineDeps extends AuthDeps {
   metering: Metering;
@@ -66,6 +66,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
 function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps): void {
   const keyed = KEYED.has(declared.auth);
   const onRequest = authHook(declared, deps);
+  const preValidation = admissionHook(declared, deps);
   const onSend = [];
   if (keyed && declared.method === 'GET') {
     // Reads are free, but their response bytes count as bandwidth, accrued now and metered a moment later.
@@ -125,6 +126,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
       },
     },
     ...(onRequest ? { onRequest } : {}),
+    ...(preValidation ? { preValidation } : {}),
     ...(onSend.length > 0 ? { onSend } : {}),
     handler: async (request, reply) => {
       reply.code(declared.status ?? 200);
