@@ -7,7 +7,6 @@ import {
   HeadObjectCommand,
   PutBucketLifecycleConfigurationCommand,
   PutBucketNotificationConfigurationCommand,
-  PutObjectCommand,
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';

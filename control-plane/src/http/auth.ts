@@ -66,7 +66,7 @@ export const spends = (declared: Route) => declared.price !== undefined || decla
 export function authHook(declared: Route, deps: AuthDeps) {
   const rule = KEY_RULES[declared.auth];
   if (rule) {
-    return async (request: FastifyRequest, reply: FastifyReply) => {
+    return async (request: FastifyRequest) => {
       const token = rule.read(request);
       if (token === undefined || token === '')
         return deps.admission.refuse(request.ip, rule.missing(), false);
