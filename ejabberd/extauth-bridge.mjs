@@ -52,7 +52,11 @@ function loadConfig(path) {
 
 const { endpoint, secret } = loadConfig(process.argv[2]);
 const transport = endpoint.protocol === 'https:' ? https : http;
-const agent = new transport.Agent({ keepAlive: true });
+// One kept-alive connection per question in flight, and no cap: ejabberd asks each bridge process
+// one question at a time (its pool gives concurrency, extauth_pool_size), so a process keeps one
+// socket open to the control plane and never pays a TCP handshake per login; questions that do
+// overlap never wait inside the bridge for a free socket.
+const agent = new transport.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
 
 /**
  * One POST within the deadline; resolves with the status and body. A kept-alive socket that the
@@ -102,7 +106,10 @@ function post(body, signal, retry = true) {
 
 /** The control plane's yes or no; throws when it gave neither. @param {Record<string, string>} question */
 async function ask(question) {
-  const signal = AbortSignal.timeout(TIMEOUT_MS);
+  // A plain timer: AbortSignal.timeout() costs a weakly-held timer per question.
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), TIMEOUT_MS);
+  const signal = deadline.signal;
   try {
     const { status, text } = await post(JSON.stringify(question), signal);
     if (status !== 200) throw new Error(`HTTP ${status}`);
@@ -112,6 +119,8 @@ async function ask(question) {
   } catch (error) {
     if (signal.aborted) throw new Error(`no answer within ${TIMEOUT_MS / 1000} s`);
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ import {
 import { REPO_ROOT, stackPaths } from '../src/paths.js';
 import { portMap } from '../src/ports.js';
 import type { StackSecrets } from '../src/secrets.js';
-import { renderEjabberdConfig, renderExtauthConfig } from '../src/servers/ejabberd.js';
+import { EXTAUTH_POOL_SIZE, renderEjabberdConfig, renderExtauthConfig } from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
 import { minio, minioEnvironment } from '../src/servers/minio.js';
 import { renderRedisConfig } from '../src/servers/redis.js';
@@ -57,7 +57,7 @@ describe('ejabberd config', () => {
 
   it('puts the WebSocket and the API on their own loopback listeners', () => {
     expect(config).toMatch(
-      /- port: 48003\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/ws: ejabberd_http_ws\}/,
+      /- port: 48003\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+backlog: 128\n\s+request_handlers: \{\/ws: ejabberd_http_ws\}/,
     );
     expect(config).toMatch(
       /- port: 48004\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/api: mod_http_api\}/,
@@ -82,7 +82,7 @@ describe('ejabberd config', () => {
     expect(config).toContain(
       `extauth_program: "${process.execPath} ${join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs')} /repo/.stack/test/conf/extauth.json"`,
     );
-    expect(config).toContain('extauth_pool_size: 4');
+    expect(config).toMatch(new RegExp(`^extauth_pool_size: ${EXTAUTH_POOL_SIZE}\n`, 'm'));
     expect(config).toContain('auth_use_cache: false');
     expect(config).toContain('mod_svc_scope: {}');
     expect(JSON.parse(renderExtauthConfig(context('test')))).toEqual({
@@ -104,10 +104,31 @@ describe('ejabberd config', () => {
     ]);
   });
 
-  it('adds bench.local with internal accounts in the test profile only', () => {
-    expect(config).toContain('hosts: [chat.local, bench.local]\n');
-    expect(config).toMatch(/host_config:\n\s+bench\.local:\n\s+auth_method: internal\n/);
+  it('sizes the bridge pool the same on the native and Docker stacks', () => {
+    for (const rendered of [config, devConfig])
+      expect(parse(rendered)).toMatchObject({ extauth_pool_size: EXTAUTH_POOL_SIZE });
+    const compose = parse(readFileSync(join(REPO_ROOT, 'infra/compose/ejabberd.yml'), 'utf8'));
+    expect(compose).toMatchObject({ extauth_pool_size: EXTAUTH_POOL_SIZE });
+  });
+
+  it("adds the login benchmark's hosts in the test profile only", () => {
+    expect(config).toContain('hosts: [chat.local, bench.local, accept-all.local]\n');
+    const { host_config: hosts } = parse(config) as {
+      host_config: Record<string, Record<string, unknown>>;
+    };
+    expect(hosts['bench.local']).toMatchObject({ auth_method: 'internal', auth_password_format: 'scram' });
+    // External auth that accepts anyone, with as many workers as the bridge.
+    expect(hosts['accept-all.local']).toMatchObject({
+      auth_method: 'external',
+      extauth_program: `${process.execPath} ${join(REPO_ROOT, 'ejabberd/accept-all-auth.mjs')}`,
+      extauth_pool_size: EXTAUTH_POOL_SIZE,
+    });
+    // Neither host has chat.local's rooms, whose service name only one host can hold.
+    for (const host of ['bench.local', 'accept-all.local'])
+      expect(hosts[host]?.modules).not.toHaveProperty('mod_muc');
+    expect(devConfig).not.toContain('host_config');
     expect(devConfig).not.toContain('bench.local');
+    expect(devConfig).not.toContain('accept-all');
   });
 });
 

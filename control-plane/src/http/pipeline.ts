@@ -107,6 +107,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
     method: declared.method,
     url: declared.url,
     config: { operationId: declared.operationId },
+    ...(declared.logLevel ? { logLevel: declared.logLevel } : {}),
     childLoggerFactory: (logger, bindings, options) =>
       logger.child({ ...bindings, operation: declared.operationId }, options),
     schema: {

@@ -100,6 +100,11 @@ export interface RouteDeclaration<
   rawBody?: string;
   /** Left out of the OpenAPI document (internal callbacks). */
   hidden?: boolean;
+  /**
+   * The least level logged for this operation's requests (default: the service's). A callback made
+   * for every chat login logs its failures only, not two lines per login.
+   */
+  logLevel?: 'warn' | 'error';
   handler(
     call: Call<In<P>, In<Q>, In<B>, A> & (Priced extends Price ? PricedCall : unknown),
   ): Promise<Static<R>>;

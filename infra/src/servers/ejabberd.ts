@@ -27,11 +27,24 @@ const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
 const SCOPE_MODULE_SOURCE = join(REPO_ROOT, 'ejabberd', 'mod_svc_scope.erl');
 const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
+const ACCEPT_ALL_AUTH = join(REPO_ROOT, 'ejabberd', 'accept-all-auth.mjs');
 const INETRC_SOURCE = '/etc/ejabberd/inetrc';
 const LIB_ROOT = '/usr/lib';
 const ERLANG_LIB_ROOT = '/usr/lib/erlang/lib';
 /** Test profile only: a host with ejabberd's own accounts, for benchmarks against the auth bridge. */
 const BENCH_DOMAIN = 'bench.local';
+/** Test profile only: a host whose external auth says yes to anyone, the bridge's benchmark baseline. */
+const ACCEPT_ALL_DOMAIN = 'accept-all.local';
+
+/**
+ * External-auth worker processes per host (extauth_pool_size; infra/compose/ejabberd.yml has the
+ * same). ejabberd 23.01 (extauth.erl) asks a worker one question at a time and picks it by a VM-wide
+ * counter, round robin that skips whenever other code takes from the counter, never by which worker
+ * is free: a login sent to a busy worker waits behind another. The bridge answers concurrently, so a
+ * few workers suffice; measured with 16 logins in flight, 8 beat 32, whose workers each saw too few
+ * questions to stay JIT-warm (docs/decisions.md). Each is a Node process of about 10 MB PSS.
+ */
+export const EXTAUTH_POOL_SIZE = 8;
 
 /** The first entry of a dir whose name starts with prefix (a versioned dir such as ejabberd-23.01). */
 function findEntry(dir: string, prefix: string): string | undefined {
@@ -90,35 +103,54 @@ function shellWord(word: string): string {
   return /^[\w./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
+function shellCommand(words: readonly string[]): string {
+  return words.map(shellWord).join(' ');
+}
+
 /** Per profile, so the two profiles' mnesia spools (which embed the node name) never mix. */
 function ejabberdNodeName(profile: Profile): string {
   return `svc-${profile}@localhost`;
 }
 
 /**
- * The test profile's second host: ejabberd's own accounts (registered with the API's `register`),
- * so that a benchmark compares logins through the auth bridge with internal ones on one server.
- * Its module list replaces the global one: no rooms (mod_muc's host is chat.local's), archives or
- * app scoping, only what a client session uses.
+ * The test profile's benchmark hosts, beside chat.local on one server (bench/chat-logins.ts):
+ * bench.local with ejabberd's own accounts (registered with the API's `register`), and
+ * accept-all.local whose external auth (ejabberd/accept-all-auth.mjs) accepts any name and password,
+ * with as many workers as the bridge has. Their module list replaces the global one with the modules a
+ * chat.local session goes through (no MUC service: its host is chat.local's; no admin API).
  */
-const BENCH_HOST_CONFIG = `
-# Test profile only (infra/src/servers/ejabberd.ts): accounts of ejabberd's own, for the login benchmark.
+function benchHostConfig(): string {
+  // The modules chat.local's sessions go through (the global list less the API and the MUC
+  // service), so that the hosts differ only in how a login is decided.
+  const modules =
+    '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}, mod_svc_scope: {}, mod_mam: {default: always}}';
+  return `
+# Test profile only (infra/src/servers/ejabberd.ts): the login benchmark's hosts.
 host_config:
+  # Accounts of ejabberd's own, stored as a production server stores them: salted SCRAM hashes
+  # (never plaintext), so that a PLAIN login derives the key (PBKDF2) as it would in production.
   ${BENCH_DOMAIN}:
     auth_method: internal
-    modules: {mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}}
+    auth_password_format: scram
+    modules: ${modules}
+  # External auth that says yes to anyone without asking anybody: the bridge's baseline.
+  ${ACCEPT_ALL_DOMAIN}:
+    auth_method: external
+    extauth_program: ${JSON.stringify(shellCommand([process.execPath, ACCEPT_ALL_AUTH]))}
+    extauth_pool_size: ${EXTAUTH_POOL_SIZE}
+    modules: ${modules}
 `;
+}
 
 export function renderEjabberdConfig(context: StackContext): string {
   const { profile, ports } = context;
-  const extauthProgram = [process.execPath, AUTH_BRIDGE, files(context).extauthConfig]
-    .map(shellWord)
-    .join(' ');
+  const extauthProgram = shellCommand([process.execPath, AUTH_BRIDGE, files(context).extauthConfig]);
   return renderTemplateFile(TEMPLATE, {
-    hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
+    hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN, ACCEPT_ALL_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
     // A JSON string is a valid YAML double-quoted scalar, whatever the paths contain.
     extauth_program: JSON.stringify(extauthProgram),
-    host_config: profile === 'test' ? BENCH_HOST_CONFIG : '',
+    extauth_pool_size: EXTAUTH_POOL_SIZE,
+    host_config: profile === 'test' ? benchHostConfig() : '',
     chat_domain: CHAT_DOMAIN,
     muc_domain: CHAT_MUC_DOMAIN,
     websocket_port: ports.ejabberdWebSocket,
@@ -149,8 +181,9 @@ function files(context: StackContext) {
 
 /**
  * Writes the bridge's settings readable by ejabberd but owned by the runner (0640, group ejabberd),
- * then runs the bridge once as ejabberd with stdin closed: a bridge that cannot read its files
- * fails here, by name, instead of failing every login later.
+ * then runs the bridge (and, in the test profile, the benchmark's accept-all program) once as
+ * ejabberd with stdin closed: a program that cannot read its files fails here, by name, instead of
+ * failing every login later.
  */
 async function prepareAuthBridge(context: StackContext, user: OsUser | undefined): Promise<void> {
   const { extauthConfig } = files(context);
@@ -163,6 +196,13 @@ async function prepareAuthBridge(context: StackContext, user: OsUser | undefined
     [AUTH_BRIDGE, extauthConfig],
     { user, input: '' },
   );
+  if (context.profile === 'test')
+    await runChecked(
+      "checking that the ejabberd user can run the benchmark's accept-all auth",
+      process.execPath,
+      [ACCEPT_ALL_AUTH],
+      { user, input: '' },
+    );
 }
 
 export const ejabberd: ServerDefinition = {

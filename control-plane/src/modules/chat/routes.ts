@@ -59,6 +59,7 @@ export const chatRoutes = (chat: ChatService) => [
     tags: ['internal'],
     summary: 'ejabberd’s external-auth question (auth or isuser)',
     hidden: true,
+    logLevel: 'warn',
     body: AuthCallbackRequest,
     response: AuthCallbackResponse,
     handler: async ({ body }) => ({ ok: await chat.answerAuthCallback(body) }),
