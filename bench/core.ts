@@ -9,7 +9,9 @@
  * Paths compared with (b): credential mints with a test key, shield tickets.
  * Each floor is measured before and after its paths; the ratio uses the mean of the two.
  *
- *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency]
+ *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency] [only]
+ *
+ * `only` (a regular expression) keeps the paths whose label matches, e.g. for a CPU profile of one.
  */
 import { randomInt } from 'node:crypto';
 import { buildApp } from '../control-plane/src/app.js';
@@ -22,6 +24,7 @@ import { percentile, runConcurrently, useTestStackSettings } from './support.js'
 useTestStackSettings();
 const calls = Number(process.argv[2] ?? 3_000);
 const concurrency = Number(process.argv[3] ?? 16);
+const only = new RegExp(process.argv[4] ?? '');
 const container = await createContainer(loadSettings(process.env));
 await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: 7 });
 const app = await buildApp(container, { logger: false });
@@ -105,8 +108,9 @@ await app.inject({
 });
 
 const results: [label: string, floor: 'a' | 'b', figures: Figures][] = [];
-const path = async (label: string, floor: 'a' | 'b', request: (i: number) => Promise<number>) =>
-  results.push([label, floor, await measure(label, request)]);
+const path = async (label: string, floor: 'a' | 'b', request: (i: number) => Promise<number>) => {
+  if (only.test(label)) results.push([label, floor, await measure(label, request)]);
+};
 
 console.log(`core paths, ${calls} calls each, ${concurrency} in flight, node ${process.version}`);
 const floorA1 = await measure('floor (a): one INSERT in one transaction', () =>

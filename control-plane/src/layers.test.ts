@@ -67,3 +67,20 @@ describe('the control plane’s layers', () => {
     expect(ALLOWED.platform!('modules/accounts/service.ts', 'platform/caller.ts')).toBe(false);
   });
 });
+
+describe('transactions', () => {
+  /** slonik's `transaction(`: the one call that switches promise hooks on for the whole process. */
+  const slonikTransaction = /\.transaction\(/;
+
+  it('all go through db/transaction.ts', () => {
+    const offenders = sources(SRC)
+      .filter((file) => slonikTransaction.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(SRC, file));
+    expect(offenders).toEqual([]);
+  });
+
+  it('notices a slonik transaction', () => {
+    expect(slonikTransaction.test('await deps.pool.transaction(async (tx) => {')).toBe(true);
+    expect(slonikTransaction.test('await inTransaction(deps.pool, async (tx) => {')).toBe(false);
+  });
+});

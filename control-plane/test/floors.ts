@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'slonik';
 import type { Container } from '../src/container.js';
+import { statement } from '../src/db/transaction.js';
+import { inTransaction } from '../src/platform/transaction.js';
 
 /**
  * The floors the benchmarks compare against, mounted on the same fastify app, pool and Redis client
@@ -11,8 +13,8 @@ export async function mountFloors(app: FastifyInstance, container: Container): P
     sql.unsafe`create table if not exists bench_floor (id bigserial primary key, note text)`,
   );
   app.post('/bench/floor/insert', async () => {
-    await container.pool.transaction((tx) =>
-      tx.query(sql.unsafe`insert into bench_floor (note) values ('x')`),
+    await inTransaction(container.pool, (tx) =>
+      tx.query(statement`insert into bench_floor (note) values ('x')`),
     );
     return { ok: true };
   });

@@ -5,8 +5,9 @@ import { createCustomer, startTestApp, type TestContext, uniqueAddress } from '.
 
 /**
  * What each hot path sends to PostgreSQL and Redis once the caches are warm, held so that it cannot
- * creep up: a priced call is its work and one charge statement (in one transaction), a mint or a
- * login is one Redis round trip and no PostgreSQL at all.
+ * creep up: a priced call that writes is its work and one charge row in one transaction (charged in
+ * its COMMIT), one that writes nothing is one charge statement, a mint or a login is one Redis round
+ * trip and no PostgreSQL at all.
  */
 const statements: string[] = [];
 const counter: Interceptor = {
@@ -52,12 +53,15 @@ const keyed = (token: string, method: 'GET' | 'POST', url: string, payload?: obj
   });
 
 describe('round trips', () => {
-  it('of a priced call: the work and one charge statement, admission in one Redis script', async () => {
+  it('of a priced call: the work and its charge in one transaction, admission in one Redis script', async () => {
     const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
     const sent = await sentBy(keyed(token, 'POST', '/test/priced'));
-    expect(sent.statements).toHaveLength(2);
-    expect(sent.statements[0]).toMatch(/^insert into test_priced_writes/);
-    expect(sent.statements[1]).toMatch(/from svc_meter\(/);
+    expect(sent.statements).toEqual([
+      'begin',
+      expect.stringMatching(/^insert into test_priced_writes/),
+      expect.stringMatching(/^insert into charges_at_commit/),
+      'commit',
+    ]);
     expect(sent.redis).toEqual(['evalsha']);
   });
 
@@ -66,14 +70,18 @@ describe('round trips', () => {
     const upload = { name: 'a.txt', content_type: 'text/plain', size_bytes: 1 };
     const reserved = await sentBy(keyed(token, 'POST', '/v1/storage/uploads', upload), 201);
     expect(reserved.statements.map((s) => s.slice(0, 30))).toEqual([
+      'begin',
       'insert into storage_objects (i',
-      expect.stringMatching(/^select charged_micros/),
+      'insert into charges_at_commit ',
+      'commit',
     ]);
     const object = (await keyed(token, 'POST', '/v1/storage/uploads', upload)()).json();
     await fetch(object.upload_url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x' });
     await keyed(token, 'POST', `/v1/storage/objects/${object.object.id}/complete`)();
     const read = await sentBy(keyed(token, 'GET', `/v1/storage/objects/${object.object.id}`));
+    // The object's row, then the charge alone: nothing written, so no transaction around them.
     expect(read.statements).toHaveLength(2);
+    expect(read.statements[0]).toMatch(/^select .* from storage_objects/);
     expect(read.statements[1]).toMatch(/from svc_meter\(/);
     // Admission, then the read's bandwidth accrued for the next flush.
     expect(read.redis).toEqual(['evalsha', 'hincrby']);

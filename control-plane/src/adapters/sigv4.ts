@@ -25,8 +25,11 @@ export interface PresignOptions {
 }
 
 /** RFC 3986 encoding as SigV4 wants it: everything but unreserved characters, '/' kept in paths. */
+const UNRESERVED = /^[A-Za-z0-9._~-]*$/;
 const encode = (text: string) =>
-  encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  UNRESERVED.test(text)
+    ? text
+    : encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 const encodePath = (path: string) => path.split('/').map(encode).join('/');
 
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data, 'utf8').digest();
@@ -44,18 +47,31 @@ export function createPresigner() {
     return cached.key;
   }
 
-  const endpoints = new Map<string, URL>();
+  // The ISO 8601 basic form AWS wants (20240101T000000Z), formatted once a second.
+  let lastSecond = Number.NaN;
+  let lastAmzDate = '';
+  function amzDateOf(at: Date): string {
+    const second = Math.floor(at.getTime() / 1000);
+    if (second !== lastSecond) {
+      lastSecond = second;
+      lastAmzDate = at
+        .toISOString()
+        .replace(/[-:]/g, '')
+        .replace(/\.\d{3}/, '');
+    }
+    return lastAmzDate;
+  }
+
+  // URL's getters are slow enough to show on a hot path: each endpoint's parts are read once.
+  const endpoints = new Map<string, { origin: string; host: string; pathname: string }>();
   return (options: PresignOptions): string => {
     let url = endpoints.get(options.endpoint);
     if (!url) {
-      url = new URL(options.endpoint);
+      const { origin, host, pathname } = new URL(options.endpoint);
+      url = { origin, host, pathname };
       endpoints.set(options.endpoint, url);
     }
-    const at = options.at ?? new Date();
-    const amzDate = at
-      .toISOString()
-      .replace(/[-:]/g, '')
-      .replace(/\.\d{3}/, '');
+    const amzDate = amzDateOf(options.at ?? new Date());
     const date = amzDate.slice(0, 8);
     const scope = `${date}/${options.region}/s3/aws4_request`;
     const headers: Record<string, string> = { ...options.signedHeaders, host: url.host };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { type DatabasePool, sql } from 'slonik';
 import { z } from 'zod';
 import { splitStatements } from './split-statements.js';
+import { openTransaction } from './transaction.js';
 
 export const MIGRATIONS_DIR = new URL('../../migrations/', import.meta.url).pathname;
 
@@ -71,13 +72,18 @@ export async function runMigrations(pool: DatabasePool, dir = MIGRATIONS_DIR): P
           }
           continue;
         }
-        await connection.transaction(async (tx) => {
+        const open = openTransaction(connection);
+        try {
           for (const statement of splitStatements(migration.sql))
-            await tx.query(sql.unsafe(asTemplate(statement)));
-          await tx.query(
+            await open.db.query(sql.unsafe(asTemplate(statement)));
+          await open.db.query(
             sql.unsafe`insert into schema_migrations (version, checksum) values (${migration.version}, ${migration.checksum})`,
           );
-        });
+        } catch (error) {
+          await open.rollback();
+          throw error;
+        }
+        await open.commit();
         ran.push(migration.version);
       }
       return ran;

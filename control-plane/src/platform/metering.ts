@@ -1,5 +1,6 @@
-import { type DatabasePool, sql } from 'slonik';
+import { type DatabasePool, type DatabasePoolConnection, sql } from 'slonik';
 import { z } from 'zod';
+import { type OpenTransaction, openTransaction, statement } from '../db/transaction.js';
 import type { Payer } from './caller.js';
 import { type Clock, utcDay } from './clock.js';
 import { PaymentRequiredError, ServiceError } from './errors.js';
@@ -7,7 +8,7 @@ import { newId } from './ids.js';
 import { metricKey, type Price } from './price-catalogue.js';
 import { type Prices, type PriceTable, requireMetric } from './prices.js';
 import type { Standing } from './standing.js';
-import { inTransaction, type Transaction } from './transaction.js';
+import { type Transaction, withAfterCommit } from './transaction.js';
 
 /** One metered quantity, in the metric's base unit (calls, seconds, bytes, byte-days, users). */
 export interface Usage {
@@ -73,6 +74,56 @@ export function normaliseUsages(usages: readonly Usage[], table: PriceTable): Re
  * usage rows in metric order, then the app's usage line of the day. Test keys are metered and priced
  * the same way and never charged.
  */
+/** What a charge reports back: the cost, and the balance it left (live keys that were charged). */
+type Charged = z.infer<typeof MeterResult>;
+
+/** The notice svc_charge_at_commit raises inside COMMIT (migrations/0007_charge_at_commit.sql). */
+const CHARGED_NOTICE = /^svc_charged (\d+) (-?\d+|-) (\d+|-) ([tf])$/;
+
+function chargedFromNotices(notices: readonly { message: string }[]): Charged {
+  for (const notice of notices) {
+    const match = CHARGED_NOTICE.exec(notice.message);
+    if (match) {
+      const [, cost, balance, version, crossed] = match;
+      return {
+        charged_micros: Number(cost),
+        balance_micros_after: balance === '-' ? null : Number(balance),
+        version_after: version === '-' ? null : Number(version),
+        crossed_zero: crossed === 't',
+      };
+    }
+  }
+  throw new Error('the commit of a priced call reported no charge');
+}
+
+/** svc_meter's arguments after the payer's, in its order (also charges_at_commit's columns). */
+function meterArguments(payer: Payer, metered: readonly Required<Usage>[], at: Date, day: string) {
+  const texts = (pick: (usage: Required<Usage>) => string) => sql.array(metered.map(pick), 'text');
+  const numbers = (pick: (usage: Required<Usage>) => number) => sql.array(metered.map(pick), 'int8');
+  return sql.join(
+    [
+      payer.accountId,
+      payer.appId,
+      payer.mode,
+      day,
+      sql.timestamp(at),
+      newId('led'),
+      texts((usage) => usage.product),
+      texts((usage) => usage.metric),
+      numbers((usage) => usage.quantity),
+      numbers((usage) => usage.price.priceMicros),
+      numbers((usage) => usage.price.unitSize),
+      numbers((usage) => usage.price.allowance),
+    ],
+    sql.fragment`, `,
+  );
+}
+
+/**
+ * The one way usage is metered and charged, always by the SQL function svc_meter: it takes the
+ * account's row lock first (live keys), then the allowance and usage rows in metric order, then the
+ * app's usage line of the day. Test keys are metered and priced the same way and never charged.
+ */
 export function createMetering(deps: {
   pool: DatabasePool;
   clock: Clock;
@@ -80,47 +131,57 @@ export function createMetering(deps: {
   standing: Standing;
   onError?: (error: unknown) => void;
 }) {
-  async function meterIn(
-    tx: Transaction,
+  const onError = deps.onError ?? (() => {});
+  const meterQuery = (
     payer: Payer,
-    usages: readonly Usage[],
+    metered: readonly Required<Usage>[],
     conditional: boolean,
     day?: string,
-  ): Promise<number> {
-    const metered = normaliseUsages(usages, await deps.prices.table(tx));
-    if (metered.length === 0 && !(conditional && payer.mode === 'live')) return 0;
-    const prices = metered.map((usage) => usage.price);
+  ) => {
     const at = deps.clock.now();
-    const result = await tx.one(sql.type(MeterResult)`
-      select charged_micros, balance_micros_after, version_after, crossed_zero from svc_meter(
-        ${payer.accountId}, ${payer.appId}, ${payer.mode}, ${day ?? utcDay(at)}, ${sql.timestamp(at)}, ${newId('led')},
-        ${sql.array(
-          metered.map((usage) => usage.product),
-          'text',
-        )}, ${sql.array(
-          metered.map((usage) => usage.metric),
-          'text',
-        )},
-        ${sql.array(
-          metered.map((usage) => usage.quantity),
-          'int8',
-        )}, ${sql.array(
-          prices.map((price) => price.priceMicros),
-          'int8',
-        )},
-        ${sql.array(
-          prices.map((price) => price.unitSize),
-          'int8',
-        )}, ${sql.array(
-          prices.map((price) => price.allowance),
-          'int8',
-        )},
-        ${conditional})`);
-    if (result.crossed_zero && result.balance_micros_after !== null && result.version_after !== null) {
-      const { balance_micros_after: balance, version_after: version } = result;
-      tx.afterCommit(() => deps.standing.record(payer.accountId, balance, version));
+    return sql.type(MeterResult)`
+      select charged_micros, balance_micros_after, version_after, crossed_zero
+      from svc_meter(${meterArguments(payer, metered, at, day ?? utcDay(at))}, ${conditional})`;
+  };
+
+  /** A balance that went from funded to not (or back) is told to every replica's standing cache. */
+  function recordStanding(payer: Payer, charged: Charged): (() => Promise<void>) | undefined {
+    const { crossed_zero: crossed, balance_micros_after: balance, version_after: version } = charged;
+    if (!crossed || balance === null || version === null) return undefined;
+    return () => deps.standing.record(payer.accountId, balance, version);
+  }
+
+  async function meterIn(tx: Transaction, payer: Payer, usages: readonly Usage[], day?: string) {
+    const metered = normaliseUsages(usages, await deps.prices.table(tx));
+    if (metered.length === 0) return 0;
+    const charged = await tx.one(meterQuery(payer, metered, false, day));
+    const record = recordStanding(payer, charged);
+    if (record) tx.afterCommit(record);
+    return charged.charged_micros;
+  }
+
+  /**
+   * Charges a priced call whose work is done. Work that wrote nothing is charged in one statement of
+   * its own; work that wrote is charged inside its COMMIT, so that the account's rows stay locked only
+   * for the charge itself and the WAL flush, never for a round trip to this process.
+   */
+  async function chargeAndCommit(
+    connection: DatabasePoolConnection,
+    open: OpenTransaction,
+    payer: Payer,
+    metered: readonly Required<Usage>[],
+  ): Promise<Charged> {
+    if (!open.begun()) {
+      await open.commit();
+      return connection.one(meterQuery(payer, metered, true));
     }
-    return result.charged_micros;
+    const at = deps.clock.now();
+    await open.db.query(statement`
+      insert into charges_at_commit (account_id, app_id, mode, day, at, ledger_id, products, metrics,
+                                     quantities, prices, units, allowances)
+      values (${meterArguments(payer, metered, at, utcDay(at))})`);
+    const committed = await open.commit();
+    return chargedFromNotices(committed!.notices);
   }
 
   return {
@@ -134,15 +195,35 @@ export function createMetering(deps: {
       usages: readonly Usage[],
       work: (tx: Transaction) => Promise<T>,
     ): Promise<{ result: T; costMicros: number }> => {
+      const metered = normaliseUsages(usages, await deps.prices.table());
       try {
-        return await inTransaction(
-          deps.pool,
-          async (tx) => {
-            const result = await work(tx);
-            return { result, costMicros: await meterIn(tx, payer, usages, true) };
-          },
-          deps.onError,
-        );
+        return await deps.pool.connect(async (connection) => {
+          const open = openTransaction(connection);
+          const { tx, runTasks } = withAfterCommit(open);
+          let result: T;
+          let charged: Charged;
+          try {
+            result = await work(tx);
+            // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
+            if (metered.length > 0 || payer.mode === 'live') {
+              charged = await chargeAndCommit(connection, open, payer, metered);
+            } else {
+              await open.commit();
+              charged = {
+                charged_micros: 0,
+                balance_micros_after: null,
+                version_after: null,
+                crossed_zero: false,
+              };
+            }
+          } catch (error) {
+            await open.rollback();
+            throw error;
+          }
+          await recordStanding(payer, charged)?.().catch(onError);
+          await runTasks(onError);
+          return { result, costMicros: charged.charged_micros };
+        });
       } catch (error) {
         if (cannotPay(error)) throw insufficientBalance();
         throw error;
@@ -156,7 +237,7 @@ export function createMetering(deps: {
      * the UTC day the usage happened, for usage accrued earlier.
      */
     meter: (tx: Transaction, payer: Payer, usages: readonly Usage[], day?: string) =>
-      meterIn(tx, payer, usages, false, day),
+      meterIn(tx, payer, usages, day),
 
     /** Live accounts' balances and the free allowances they used this month (metric key → base units). */
     positions: async (accountIds: readonly string[], at: Date) => {

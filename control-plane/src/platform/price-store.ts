@@ -1,8 +1,9 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { OverrideRow } from './price-catalogue.js';
+import type { Db } from './transaction.js';
 
 /** SQL of the operator's price and allowance overrides. */
-export function priceStore(db: CommonQueryMethods) {
+export function priceStore(db: Db) {
   return {
     priceOverrides: () =>
       db.any(sql.type(OverrideRow)`select product, metric, price_micros as value from price_overrides`),
@@ -22,14 +23,10 @@ export function priceStore(db: CommonQueryMethods) {
         values (${product}, ${metric}, ${quantity}, ${sql.timestamp(at)})
         on conflict (product, metric) do update set quantity = excluded.quantity, updated_at = excluded.updated_at`),
 
+    // One statement, so both go or neither does.
     clearOverrides: (product: string, metric: string) =>
-      db.transaction(async (tx) => {
-        await tx.query(
-          sql.unsafe`delete from price_overrides where product = ${product} and metric = ${metric}`,
-        );
-        await tx.query(
-          sql.unsafe`delete from allowance_overrides where product = ${product} and metric = ${metric}`,
-        );
-      }),
+      db.query(sql.unsafe`
+        with prices as (delete from price_overrides where product = ${product} and metric = ${metric})
+        delete from allowance_overrides where product = ${product} and metric = ${metric}`),
   };
 }

@@ -1,14 +1,26 @@
-import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } from 'slonik';
+import type { DatabasePool } from 'slonik';
+import { type Db, type OpenTransaction, withTransaction } from '../db/transaction.js';
 
-/** Anything that runs SQL: the pool, a connection or a transaction. Stores take one of these. */
-export type Db = CommonQueryMethods;
+export type { Db } from '../db/transaction.js';
 
 /**
  * A database transaction that can schedule work for after its commit: cache invalidations and
  * other notices about what it changed, which must not run if it rolls back.
  */
-export interface Transaction extends DatabaseTransactionConnection {
+export interface Transaction extends Db {
   afterCommit(task: () => Promise<void>): void;
+}
+
+/** A transaction's handle for its work, and the tasks its work scheduled for after the commit. */
+export function withAfterCommit(open: OpenTransaction) {
+  const tasks: (() => Promise<void>)[] = [];
+  const tx: Transaction = { ...open.db, afterCommit: (task) => void tasks.push(task) };
+  return {
+    tx,
+    runTasks: async (onTaskError: (error: unknown) => void) => {
+      for (const task of tasks) await task().catch(onTaskError);
+    },
+  };
 }
 
 /**
@@ -20,10 +32,11 @@ export async function inTransaction<T>(
   work: (tx: Transaction) => Promise<T>,
   onTaskError: (error: unknown) => void = () => {},
 ): Promise<T> {
-  const tasks: (() => Promise<void>)[] = [];
-  const result = await pool.transaction((tx) =>
-    work(Object.assign(tx, { afterCommit: (task: () => Promise<void>) => void tasks.push(task) })),
-  );
-  for (const task of tasks) await task().catch(onTaskError);
+  let after: ReturnType<typeof withAfterCommit> | undefined;
+  const result = await withTransaction(pool, (_db, open) => {
+    after = withAfterCommit(open);
+    return work(after.tx);
+  });
+  await after!.runTasks(onTaskError);
   return result;
 }

@@ -1,10 +1,11 @@
-import type { CommonQueryMethods, DatabasePool } from 'slonik';
+import type { DatabasePool } from 'slonik';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { KeyCheck, KeyKind, KeyMode, KeyResolver, Plan } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { digestsEqual, newSecret, secretHint, sha256 } from '../../platform/secrets.js';
+import type { Db } from '../../platform/transaction.js';
 import {
   KEY_PATTERN,
   KEY_PREFIX,
@@ -38,7 +39,7 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
     bus: deps.bus,
   });
 
-  async function requireApp(appId: string, db: CommonQueryMethods = deps.pool) {
+  async function requireApp(appId: string, db: Db = deps.pool) {
     const app = await accountsStore(db).findApp(appId);
     if (!app) throw errors.notFound(`App ${appId}`);
     return app;
@@ -116,7 +117,7 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
     /** Creates a key and returns its token: the only time a secret token exists outside the caller's hands. */
     createKey: async (
       input: { appId: string; kind: KeyKind; mode: KeyMode },
-      db: CommonQueryMethods = deps.pool,
+      db: Db = deps.pool,
     ): Promise<{ key: KeyRow; token: string }> => {
       await requireApp(input.appId, db);
       const token = newSecret(KEY_PREFIX[input.kind][input.mode]);

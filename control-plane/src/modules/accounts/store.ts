@@ -1,13 +1,14 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyKind, KeyMode, Plan } from '../../platform/caller.js';
+import type { Db } from '../../platform/transaction.js';
 import { AccountRow, AppRow, KeyPrincipalRow, KeyRow } from './schema.js';
 
 const accountColumns = sql.fragment`id, name, plan, daily_request_cap, balance_micros, created_at`;
 const keyColumns = sql.fragment`id, app_id, kind, mode, token_hint, publishable_token, created_at, revoked_at`;
 
 /** SQL of accounts, apps and keys. Takes any connection, so a service can run it inside a transaction. */
-export function accountsStore(db: CommonQueryMethods) {
+export function accountsStore(db: Db) {
   return {
     insertAccount: (account: {
       id: string;

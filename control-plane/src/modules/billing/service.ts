@@ -85,7 +85,7 @@ export function createBillingService(deps: {
 
     /** The balance and its latest movements, read from one snapshot so that they agree. */
     getBalance: async (accountId: string) => {
-      const { balance, entries } = await deps.pool.transaction(async (tx) => {
+      const { balance, entries } = await inTransaction(deps.pool, async (tx) => {
         await tx.query(sql.unsafe`set transaction isolation level repeatable read read only`);
         const store = billingStore(tx);
         return {

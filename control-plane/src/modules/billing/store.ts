@@ -1,5 +1,6 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
+import type { Db } from '../../platform/transaction.js';
 import { LedgerEntryRow } from './schema.js';
 
 const ledgerColumns = sql.fragment`
@@ -7,7 +8,7 @@ const ledgerColumns = sql.fragment`
   created_at, updated_at`;
 
 /** SQL of balances and the append-only ledger. */
-export function billingStore(db: CommonQueryMethods) {
+export function billingStore(db: Db) {
   return {
     /** Locks the account row for the rest of the transaction: balance changes are serialised per account. */
     lockBalance: (accountId: string) =>

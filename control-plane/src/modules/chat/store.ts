@@ -1,9 +1,10 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
+import type { Db } from '../../platform/transaction.js';
 
 /** SQL of chat users, monthly active users and rooms. */
-export function chatStore(db: CommonQueryMethods) {
+export function chatStore(db: Db) {
   return {
     /** Users given a credential, in one statement (ejabberd asks whether they exist). */
     addUsers: (users: { appId: string; mode: KeyMode; userId: string; at: Date }[]) =>

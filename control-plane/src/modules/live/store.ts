@@ -1,6 +1,7 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
+import type { Db } from '../../platform/transaction.js';
 import { type Kind, OpenSessionRow, type Quality } from './schema.js';
 
 const openColumns = sql.fragment`
@@ -8,7 +9,7 @@ const openColumns = sql.fragment`
   s.joined_at, s.last_seen_at`;
 
 /** SQL of LiveKit events and participant sessions. */
-export function liveStore(db: CommonQueryMethods) {
+export function liveStore(db: Db) {
   return {
     /** Records an event id; false when it was handled before (a retried delivery). */
     claimEvent: async (id: string, event: string, at: Date) =>

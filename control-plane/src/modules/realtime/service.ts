@@ -6,6 +6,7 @@ import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
 import { randomBase62 } from '../../platform/ids.js';
 import { newSecret } from '../../platform/secrets.js';
+import { inTransaction } from '../../platform/transaction.js';
 import type { AccountsService } from '../accounts/service.js';
 import { DEFAULT_SETTINGS, type Product, type RealtimeAppRow } from './schema.js';
 import { realtimeStore } from './store.js';
@@ -76,7 +77,7 @@ export function createRealtimeService(deps: {
 
   /** Makes the app's settings for a mode with the defaults: once, however many replicas race. */
   async function create(scope: AppScope): Promise<RealtimeAppRow> {
-    const row = await deps.pool.transaction(async (tx) => {
+    const row = await inTransaction(deps.pool, async (tx) => {
       const store = realtimeStore(tx);
       await store.lockSetup(scope.appId);
       const raced = await store.find(scope.appId, scope.mode);

@@ -1,5 +1,6 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import type { KeyMode } from '../../platform/caller.js';
+import type { Db } from '../../platform/transaction.js';
 import { type Product, RealtimeAppRow } from './schema.js';
 
 const columns = sql.fragment`
@@ -9,7 +10,7 @@ const from = sql.fragment`
   realtime_apps r join apps a on a.id = r.app_id join api_keys k on k.id = r.publishable_key_id`;
 
 /** SQL of an app's realtime settings. */
-export function realtimeStore(db: CommonQueryMethods) {
+export function realtimeStore(db: Db) {
   return {
     find: (appId: string, mode: KeyMode) =>
       db.maybeOne(sql.type(RealtimeAppRow)`

@@ -80,7 +80,7 @@ export const storageRoutes = (storage: StorageService) => [
     response: ReadResponse,
     errors: [404, 409],
     price: { product: 'storage', metric: 'signed_urls' },
-    handler: ({ caller, params, query, tx }) => storage.read(caller, params.object_id, query, tx),
+    handler: ({ caller, params, query }) => storage.read(caller, params.object_id, query),
   }),
   route({
     operationId: 'storage.objects.delete',

@@ -65,12 +65,8 @@ export function createStorageService(deps: {
   metering: Metering;
   onError?: (error: unknown) => void;
 }) {
-  async function requireObject(
-    principal: Principal,
-    id: string,
-    db: Db = deps.pool,
-  ): Promise<StorageObjectRow> {
-    const row = await storageStore(db).find(id, principal.appId, principal.mode);
+  async function requireObject(principal: Principal, id: string): Promise<StorageObjectRow> {
+    const row = await storageStore(deps.pool).find(id, principal.appId, principal.mode);
     if (!row) throw errors.notFound(`Object ${id}`);
     return row;
   }
@@ -145,14 +141,12 @@ export function createStorageService(deps: {
       return present(await storageStore(deps.pool).markReady(row.id, size, deps.clock.now()));
     },
 
-    /** A ready object with a signed read URL (priced per URL, in the caller's transaction). */
-    read: async (
-      principal: Principal,
-      id: string,
-      query: { expires_in: number; download: boolean },
-      tx: Db,
-    ) => {
-      const row = await requireObject(principal, id, tx);
+    /**
+     * A ready object with a signed read URL (priced per URL). It writes nothing, so it reads outside
+     * the charge's transaction and the charge is one statement of its own.
+     */
+    read: async (principal: Principal, id: string, query: { expires_in: number; download: boolean }) => {
+      const row = await requireObject(principal, id);
       if (row.status !== 'ready')
         throw errors.conflict('The object is pending: complete the upload before reading it');
       const url = await deps.objects.presignDownload(

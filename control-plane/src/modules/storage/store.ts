@@ -1,13 +1,14 @@
-import { type CommonQueryMethods, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
+import type { Db } from '../../platform/transaction.js';
 import { StorageObjectRow } from './schema.js';
 
 const columns = sql.fragment`
   id, app_id, mode, name, content_type, declared_size, size_bytes, metadata, status, storage_key, created_at, completed_at`;
 
 /** SQL of storage objects. */
-export function storageStore(db: CommonQueryMethods) {
+export function storageStore(db: Db) {
   return {
     /** Serialises the quota check and the reservation of one app's uploads in a mode. */
     lockQuota: (appId: string, mode: KeyMode) =>

@@ -1,0 +1,112 @@
+import {
+  type CommonQueryMethods,
+  type DatabaseConnection,
+  type DatabasePool,
+  type QueryResult,
+  sql,
+} from 'slonik';
+import { z } from 'zod';
+
+/** Anything that runs SQL: the pool, a connection or a transaction. Stores take one of these. */
+export type Db = Omit<CommonQueryMethods, 'stream' | 'transaction'>;
+
+/**
+ * A tag for statements whose rows nobody reads, like `sql.unsafe` but cheaper: each `sql.unsafe`
+ * builds a zod parser of its own, which on a hot path costs more than sending the statement.
+ */
+export const statement = sql.type(z.any());
+
+const BEGIN = statement`begin`;
+const COMMIT = statement`commit`;
+const ROLLBACK = statement`rollback`;
+
+/** The query methods a transaction hands out: each sends BEGIN first if nothing has yet. */
+const QUERY_METHODS = [
+  'any',
+  'anyFirst',
+  'exists',
+  'many',
+  'manyFirst',
+  'maybeOne',
+  'maybeOneFirst',
+  'one',
+  'oneFirst',
+  'query',
+] as const satisfies readonly (keyof Db)[];
+
+/**
+ * A transaction on one connection that begins with its first statement: work that turns out to need
+ * no SQL costs no round trip, and a caller can tell whether anything was written (`begun`).
+ *
+ * The project's one way to run a transaction, instead of slonik's `transaction()`: that one runs in
+ * an AsyncLocalStorage, and on Node 20 the first such run switches on promise hooks for the whole
+ * process, which every promise of every request then pays for. It also retries a deadlocked handler,
+ * side effects and all; here a deadlock is an error (every writer takes rows in one documented order).
+ */
+export interface OpenTransaction {
+  readonly db: Db;
+  begun(): boolean;
+  /** Ends the transaction; its result carries the notices the commit raised (deferred triggers'). */
+  commit(): Promise<QueryResult<Record<string, unknown>> | undefined>;
+  rollback(): Promise<void>;
+}
+
+export function openTransaction(connection: DatabaseConnection): OpenTransaction {
+  let state: 'idle' | 'begun' | 'ended' = 'idle';
+  let beginning: Promise<unknown> | undefined;
+  const begin = () => {
+    if (state === 'ended') throw new Error('the transaction has ended');
+    state = 'begun';
+    beginning ??= connection.query(BEGIN);
+    return beginning;
+  };
+  const db = Object.fromEntries(
+    QUERY_METHODS.map((name) => [
+      name,
+      async (...args: unknown[]) => {
+        await begin();
+        return (connection[name] as (...a: unknown[]) => Promise<unknown>)(...args);
+      },
+    ]),
+  ) as unknown as Db;
+  return {
+    db,
+    begun: () => state === 'begun',
+    commit: async () => {
+      if (state !== 'begun') {
+        state = 'ended';
+        return undefined;
+      }
+      state = 'ended';
+      // A failed commit (a deferred trigger's error) has rolled everything back already.
+      return connection.query(COMMIT);
+    },
+    rollback: async () => {
+      if (state !== 'begun') {
+        state = 'ended';
+        return;
+      }
+      state = 'ended';
+      await connection.query(ROLLBACK);
+    },
+  };
+}
+
+/** Runs `work` in a transaction on a connection of its own, committed when it returns, else rolled back. */
+export function withTransaction<T>(
+  pool: DatabasePool,
+  work: (db: Db, transaction: OpenTransaction) => Promise<T>,
+): Promise<T> {
+  return pool.connect(async (connection) => {
+    const transaction = openTransaction(connection);
+    let result: T;
+    try {
+      result = await work(transaction.db, transaction);
+    } catch (error) {
+      await transaction.rollback();
+      throw error;
+    }
+    await transaction.commit();
+    return result;
+  });
+}
