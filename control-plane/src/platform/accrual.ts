@@ -84,6 +84,32 @@ export function createAccrual(deps: {
 }) {
   const processors = new Map<string, BatchProcessor>();
   const claim = redisScript<number>(deps.redis, CLAIM);
+  /** Usage counted in process since the last flush (field → quantity). */
+  let counted = new Map<string, number>();
+
+  const keep = (field: string, quantity: number) => counted.set(field, (counted.get(field) ?? 0) + quantity);
+
+  /**
+   * Moves the usage counted in process to Redis's pending hash. What Redis did not take (it was
+   * unreachable, or refused an increment) stays counted for the next flush.
+   */
+  async function handOver(): Promise<void> {
+    if (counted.size === 0) return;
+    const moving = [...counted];
+    counted = new Map();
+    const increments = deps.redis.pipeline();
+    for (const [field, quantity] of moving) increments.hincrby(pendingKey(USAGE_KIND), field, quantity);
+    let results: [error: Error | null, result: unknown][] | null;
+    try {
+      results = await increments.exec();
+    } catch (error) {
+      for (const [field, quantity] of moving) keep(field, quantity);
+      throw error;
+    }
+    const refused = moving.filter((_, i) => !results || results[i]?.[0]);
+    for (const [field, quantity] of refused) keep(field, quantity);
+    if (refused.length > 0) throw new Error(`Redis did not take ${refused.length} usage increments`);
+  }
 
   async function apply(kind: string, batch: string): Promise<void> {
     const key = batchKey(kind, batch);
@@ -135,7 +161,10 @@ export function createAccrual(deps: {
       processors.set(kind, processor);
     },
 
-    /** Counts usage now, at today's price, and meters it at the next flush (one Redis command). */
+    /**
+     * Counts usage now, at today's price, and meters it at the next flush. It is summed in process and
+     * handed to Redis by the flush: a hot path (every keyed GET counts its bytes) sends nothing.
+     */
     add: async (payer: Payer, usage: Usage): Promise<void> => {
       if (usage.quantity <= 0) return;
       const price = (await deps.prices.table()).get(metricKey(usage.product, usage.metric))!;
@@ -148,14 +177,16 @@ export function createAccrual(deps: {
         usage.metric,
         ...priceParts(price),
       ].join(FIELD_SEPARATOR);
-      await deps.redis.hincrby(pendingKey(USAGE_KIND), field, usage.quantity);
+      counted.set(field, (counted.get(field) ?? 0) + usage.quantity);
     },
 
     /**
      * Applies what is pending of every kind, and any batch a stopped replica left behind. When it
-     * returns, everything accrued before it was called is applied, by this replica or another one.
+     * returns, everything accrued before it was called is applied, by this replica or another one
+     * (usage another replica counted in process, once that replica's next flush has handed it over).
      */
     flush: async (): Promise<void> => {
+      await handOver();
       const now = Date.now();
       for (const kind of processors.keys()) {
         const batch = randomUUID();

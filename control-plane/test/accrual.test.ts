@@ -1,0 +1,62 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCustomer, freePort, startTestApp, type TestContext } from './support.js';
+
+let port: number;
+let redis: ChildProcess;
+let ctx: TestContext;
+
+/** A real Redis of this test's own, so that stopping it leaves the shared test Redis alone. */
+async function startRedis(): Promise<void> {
+  redis = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  const deadline = Date.now() + 10_000;
+  while ((await ctx?.container.redis.ping().catch(() => undefined)) !== 'PONG' && ctx) {
+    if (Date.now() > deadline) throw new Error('the test Redis did not start');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+beforeAll(async () => {
+  port = await freePort();
+  await startRedis();
+  // $1 per GB with no free allowance: a micro-dollar per kilobyte.
+  ctx = await startTestApp({
+    settings: {
+      SVC_REDIS_URL: `redis://127.0.0.1:${port}/0`,
+      SVC_PRICES: 'bandwidth.gb=1',
+      SVC_FREE_ALLOWANCES: 'bandwidth.gb=0',
+    },
+  });
+});
+afterAll(async () => {
+  redis.kill('SIGKILL');
+  await ctx.close();
+});
+
+describe('usage counted in process', () => {
+  it('is kept while Redis cannot take it, and charged in full once it can', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    for (const quantity of [40_000, 2_000])
+      await ctx.container.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity });
+
+    redis.kill('SIGTERM');
+    await once(redis, 'exit');
+    await expect(ctx.container.accrual.flush()).rejects.toThrow();
+    // Counted again while Redis is away.
+    await ctx.container.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: 8_000 });
+
+    await startRedis();
+    await ctx.container.accrual.flush();
+    const balance = await ctx.container.billing.getBalance(customer.account.id);
+    expect(balance.balance_micros).toBe(1_000_000 - 50);
+    // Nothing is handed over twice.
+    await ctx.container.accrual.flush();
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 50);
+  });
+});
