@@ -14,6 +14,10 @@ describe('clock', () => {
   it('names the UTC day whatever the local offset', () => {
     expect(utcDay(new Date('2026-05-01T23:59:59.999Z'))).toBe('2026-05-01');
     expect(utcDay(new Date('2026-05-02T01:00:00+02:00'))).toBe('2026-05-01');
+    // Across midnight and back, and before 1970 (negative instants round down too).
+    expect(utcDay(new Date('2026-05-02T00:00:00.000Z'))).toBe('2026-05-02');
+    expect(utcDay(new Date('2026-05-01T00:00:00.000Z'))).toBe('2026-05-01');
+    expect(utcDay(new Date('1969-12-31T23:59:59.999Z'))).toBe('1969-12-31');
   });
 
   it('counts seconds to the next UTC midnight, never zero', () => {

@@ -23,9 +23,15 @@ export function createManualClock(start: Date | string = '2026-01-01T00:00:00Z')
   };
 }
 
+const DAY_MS = 86_400_000;
+/** The last day formatted: a request asks for today several times (caps, counters, usage lines). */
+let lastDay = { number: Number.NaN, text: '' };
+
 /** The UTC calendar day of an instant, as YYYY-MM-DD: the unit of daily caps and usage lines. */
 export function utcDay(at: Date): string {
-  return at.toISOString().slice(0, 10);
+  const number = Math.floor(at.getTime() / DAY_MS);
+  if (number !== lastDay.number) lastDay = { number, text: at.toISOString().slice(0, 10) };
+  return lastDay.text;
 }
 
 /** Seconds from `at` until the next UTC midnight (at least 1). */
