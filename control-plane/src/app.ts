@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions } from 'fastify';
 import type { Container } from './container.js';
 import { COST_HEADER } from './http/context.js';
-import { registerErrorHandling } from './http/error-handler.js';
+import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { registerMetrics } from './http/metrics.js';
 import { registerRoutes } from './http/pipeline.js';
 import { billingRoutes } from './modules/billing/routes.js';
@@ -49,6 +49,16 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     requestIdHeader: false,
     genReqId: (request) => requestId(request.headers['x-request-id']),
     trustProxy: trustProxy(container.settings.SVC_TRUST_PROXY),
+    // A path fastify's router refuses (a parameter over 100 characters, bad percent-encoding) gets
+    // the spec's error body too.
+    frameworkErrors: renderError,
+    // A client that trickles its headers or body is cut off (408) instead of holding a socket forever.
+    requestTimeout: container.settings.SVC_REQUEST_TIMEOUT_MS,
+    http: {
+      headersTimeout: Math.ceil(container.settings.SVC_REQUEST_TIMEOUT_MS / 3),
+      // Node checks these deadlines on this interval (30 s by default, later than a short deadline).
+      connectionsCheckingInterval: Math.min(1_000, container.settings.SVC_REQUEST_TIMEOUT_MS / 4),
+    },
     ajv: {
       customOptions: { allErrors: true, removeAdditional: false, coerceTypes: 'array', useDefaults: true },
     },

@@ -151,7 +151,13 @@ describe('the login callback', () => {
 
     const revoked = await call('DELETE', '/v1/realtime/chat/tokens/bo', token);
     expect(revoked.statusCode).toBe(200);
-    expect(revoked.json()).toEqual({ user_id: 'bo', jid: second.jid, revoked: true, sessions_closed: 0 });
+    expect(revoked.json()).toEqual({
+      ok: true,
+      id: 'bo',
+      jid: second.jid,
+      revoked: true,
+      sessions_closed: 0,
+    });
     expect(await login(second.user, second.password)).toBe(false);
     expect((await call('DELETE', '/v1/realtime/chat/tokens/bo', token)).json().revoked).toBe(false);
 

@@ -89,6 +89,35 @@ describe('validation failures', () => {
   });
 });
 
+describe('requests fastify itself refuses', () => {
+  const expectSpec422 = (response: { statusCode: number; json: () => unknown }, message: RegExp) => {
+    expect(response.statusCode).toBe(422);
+    expect(response.json()).toEqual({
+      error: { type: 'invalid_request', message: expect.stringMatching(message) },
+    });
+  };
+
+  it('answer 422 with the spec error body: an unsupported content type', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/test/validated/abc',
+      headers: { 'content-type': 'application/xml' },
+      payload: '<user_id>u</user_id>',
+    });
+    expectSpec422(response, /content type.*application\/json/);
+  });
+
+  it('answer 422 with the spec error body: a body over the limit', async () => {
+    const response = await post({ user_id: 'u'.repeat(1_100_000) });
+    expectSpec422(response, /over the 1 MiB limit/);
+  });
+
+  it('answer 422 with the spec error body: a path parameter over its length', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: `/v1/storage/objects/${'o'.repeat(300)}` });
+    expectSpec422(response, /.+/);
+  });
+});
+
 describe('server errors', () => {
   it('answer 500 with the error body and a request id, never the internals', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/test/crash' });

@@ -78,8 +78,13 @@ describe('PATCH /v1/realtime/app', () => {
     if (message) expect(fields.find((f) => f.field === field)?.message).toBe(message);
   });
 
-  it('refuses an empty change', async () => {
+  it('answers an empty change with the settings, changing nothing', async () => {
     const { token } = await createCustomer(ctx.container);
-    expect((await send('PATCH', token, {})).statusCode).toBe(422);
+    const changed = await send('PATCH', token, { max_room_size: 7, mam: false });
+    expect(changed.statusCode).toBe(200);
+    const unchanged = await send('PATCH', token, {});
+    expect(unchanged.statusCode).toBe(200);
+    expect(unchanged.json()).toEqual(changed.json());
+    expect((await send('POST', token)).json()).toEqual(changed.json());
   });
 });

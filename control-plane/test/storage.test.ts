@@ -244,7 +244,7 @@ describe('removal and isolation', () => {
     const id = await storeReady(token, Buffer.from('bye'));
     const url = (await call(token, 'GET', `/v1/storage/objects/${id}`)).json().url;
     expect((await fetch(url)).status).toBe(200);
-    expect((await call(token, 'DELETE', `/v1/storage/objects/${id}`)).json()).toEqual({ id, deleted: true });
+    expect((await call(token, 'DELETE', `/v1/storage/objects/${id}`)).json()).toEqual({ ok: true, id });
     expect((await fetch(url)).status).toBe(404);
     expect((await call(token, 'GET', `/v1/storage/objects/${id}`)).statusCode).toBe(404);
   });

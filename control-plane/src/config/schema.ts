@@ -19,6 +19,11 @@ export const SettingsSchema = Type.Object({
     default: '',
     description: 'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is trusted.',
   }),
+  SVC_REQUEST_TIMEOUT_MS: Type.Integer({
+    minimum: 1_000,
+    default: 30_000,
+    description: 'How long a client may take to send a whole request (headers within a third of it).',
+  }),
   SVC_SHUTDOWN_GRACE_MS: Type.Integer({
     minimum: 0,
     default: 10_000,

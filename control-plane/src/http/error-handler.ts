@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errors, type FieldError, ServiceError } from '../platform/errors.js';
 
 type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
@@ -39,6 +39,12 @@ function uniqueFields(fields: FieldError[]): FieldError[] {
   });
 }
 
+/** fastify's messages that do not say what to do. */
+const CLEARER_MESSAGES: Record<string, string> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Unsupported content type: send the body as application/json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'The request body is over the 1 MiB limit',
+};
+
 /**
  * Maps anything thrown to the spec's error body: a ServiceError renders itself (whichever layer threw
  * it), fastify's validation failures are 422 with their fields, its other 4xx keep their meaning, and
@@ -53,28 +59,37 @@ export function toServiceError(error: FastifyError | Error, requestId: string): 
   }
   const status = fastifyError.statusCode ?? 500;
   if (status >= 400 && status < 500) {
-    // fastify's own 4xx: unparseable JSON, empty body, unsupported media type, body too large.
-    // A body that cannot be read is a request that fails validation, hence 422 for fastify's 400s.
-    const message = fastifyError.message.replace(/^FST_[A-Z_]+:\s*/, '');
-    return new ServiceError('invalid_request', message, { status: status === 400 ? 422 : status });
+    // fastify's own 4xx: unparseable JSON, an empty body, an unsupported media type, a body over the
+    // limit, a path parameter too long. Each is a request that fails validation: 422, as the spec
+    // answers every validation failure, with fastify's message (which names the limit).
+    const message =
+      CLEARER_MESSAGES[fastifyError.code] ?? fastifyError.message.replace(/^FST_[A-Z_]+:\s*/, '');
+    return new ServiceError('invalid_request', message);
   }
   return errors.internal(requestId);
 }
 
+/** Renders anything thrown as the spec's error body; also fastify's `frameworkErrors` (bad URLs). */
+export function renderError(
+  error: FastifyError | ServiceError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const rendered = toServiceError(error, request.id);
+  if (rendered.status >= 500) {
+    request.log.error(
+      { err: error, ...(rendered.detail ? { detail: rendered.detail } : {}) },
+      'request failed',
+    );
+  } else if (rendered.detail) {
+    request.log.warn({ detail: rendered.detail }, rendered.message);
+  }
+  reply.headers(rendered.headers);
+  return reply.code(rendered.status).send(rendered.toBody());
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | ServiceError, request, reply) => {
-    const rendered = toServiceError(error, request.id);
-    if (rendered.status >= 500) {
-      request.log.error(
-        { err: error, ...(rendered.detail ? { detail: rendered.detail } : {}) },
-        'request failed',
-      );
-    } else if (rendered.detail) {
-      request.log.warn({ detail: rendered.detail }, rendered.message);
-    }
-    reply.headers(rendered.headers);
-    return reply.code(rendered.status).send(rendered.toBody());
-  });
+  app.setErrorHandler(renderError);
 
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(errors.notFound(`Route ${request.method} ${request.url.split('?')[0]}`).toBody()),

@@ -19,7 +19,7 @@ const AUTH_ERRORS: Record<AuthKind, ErrorStatus[]> = {
   'secret-key': [401, 422, 429, 500],
   'publishable-key': [401, 422, 429, 500],
   internal: [401, 422, 500],
-  signed: [401, 500],
+  signed: [401, 422, 500],
   public: [500],
 };
 

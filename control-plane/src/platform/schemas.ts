@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { type TProperties, type TSchema, Type } from '@sinclair/typebox';
 import { ERROR_TYPES, type ErrorStatus, type ErrorType } from './errors.js';
 
 /** A union of string literals that keeps its literal types (a plain map widens them away). */
@@ -67,5 +67,20 @@ export function Page<T extends TSchema>(item: T, description?: string) {
       }),
     },
     { additionalProperties: false },
+  );
+}
+
+/**
+ * What every DELETE answers: the spec's delete shape `{ok: true, id}` (id: what was deleted, as the
+ * path named it), then any fields of the operation's own.
+ */
+export function Deleted<T extends TProperties>(fields: T = {} as T, description?: string) {
+  return Type.Object(
+    {
+      ok: Type.Literal(true),
+      id: Type.String({ description: 'What was deleted, as the path named it' }),
+      ...fields,
+    },
+    { additionalProperties: false, ...(description ? { description } : {}) },
   );
 }

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { Deleted } from '../../platform/schemas.js';
 
 /**
  * Chat user ids and room names become part of a JID local part, which ejabberd folds to lowercase
@@ -50,17 +51,14 @@ export const ChatUserParams = Type.Object(
   { additionalProperties: false },
 );
 
-export const RevokeResponse = Type.Object(
-  {
-    user_id: Type.String(),
-    jid: Type.String(),
-    revoked: Type.Boolean({
-      description: 'Whether a live credential existed (the call succeeds either way)',
-    }),
-    sessions_closed: Type.Integer({ description: 'Open sessions of the user that were disconnected' }),
-  },
-  { additionalProperties: false },
-);
+/** The delete shape (`id` is the user id), then what the revocation did. */
+export const RevokeResponse = Deleted({
+  jid: Type.String(),
+  revoked: Type.Boolean({
+    description: 'Whether a live credential existed (the call succeeds either way)',
+  }),
+  sessions_closed: Type.Integer({ description: 'Open sessions of the user that were disconnected' }),
+});
 
 export const RoomRequest = Type.Object({ room: chatName('Your room name') }, { additionalProperties: false });
 

@@ -251,7 +251,13 @@ export function createChatService(deps: {
       const localPart = `${settings.chat_prefix}.${userId}`;
       const revoked = (await deps.redis.del(credentialKey(localPart))) === 1;
       const sessionsClosed = await deps.ejabberd.kickUser(localPart);
-      return { user_id: userId, jid: jidOf(localPart), revoked, sessions_closed: sessionsClosed };
+      return {
+        ok: true as const,
+        id: userId,
+        jid: jidOf(localPart),
+        revoked,
+        sessions_closed: sessionsClosed,
+      };
     },
 
     /** Makes sure the room exists in ejabberd with the app's room size and archiving. */

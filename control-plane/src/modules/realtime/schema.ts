@@ -52,5 +52,8 @@ export const AppSettingsPatch = Type.Object(
     products: Type.Optional(ProductList),
     max_room_size: Type.Optional(Type.Integer({ minimum: MIN_ROOM_SIZE, maximum: MAX_ROOM_SIZE })),
   },
-  { additionalProperties: false, minProperties: 1 },
+  {
+    additionalProperties: false,
+    description: 'Every field is optional: an empty change answers the settings',
+  },
 );

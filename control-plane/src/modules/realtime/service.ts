@@ -152,7 +152,9 @@ export function createRealtimeService(deps: {
      * concurrent changes arrive in, ejabberd ends with the settings the database keeps.
      */
     update: async (scope: AppScope, change: SettingsChange) => {
-      await ensure(scope);
+      const settings = await ensure(scope);
+      // Nothing to change: no write, no call to ejabberd.
+      if (Object.values(change).every((value) => value === undefined)) return present(settings);
       for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt += 1) {
         const current = (await realtimeStore(deps.pool).find(scope.appId, scope.mode))!;
         const next = {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
-import { literalUnion, Page } from '../../platform/schemas.js';
+import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
 
 export const MAX_UPLOAD_BYTES = 5 * 1024 ** 3;
 /** Test keys' storage: declared sizes of pending uploads plus real sizes of ready objects, per app. */
@@ -151,7 +151,4 @@ export const ListQuery = Type.Object(
 
 export const ListResponse = Page(StorageObject, 'Newest first');
 
-export const DeleteResponse = Type.Object(
-  { id: Type.String(), deleted: Type.Literal(true) },
-  { additionalProperties: false },
-);
+export const DeleteResponse = Deleted();

@@ -178,7 +178,7 @@ export function createStorageService(deps: {
     /** Removes the bytes and the record: URLs already issued stop working. */
     remove: async (principal: Principal, id: string) => {
       await removeObject(await requireObject(principal, id));
-      return { id, deleted: true as const };
+      return { ok: true as const, id };
     },
 
     /** MinIO reported an object gone (a lifecycle rule, an operator): its record goes too. */
