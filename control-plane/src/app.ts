@@ -7,6 +7,7 @@ import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { registerMetrics } from './http/metrics.js';
 import { registerRoutes } from './http/pipeline.js';
+import { registerValidation } from './http/validation.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
@@ -59,10 +60,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
       // Node checks these deadlines on this interval (30 s by default, later than a short deadline).
       connectionsCheckingInterval: Math.min(1_000, container.settings.SVC_REQUEST_TIMEOUT_MS / 4),
     },
-    ajv: {
-      customOptions: { allErrors: true, removeAdditional: false, coerceTypes: 'array', useDefaults: true },
-    },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  registerValidation(app);
 
   container.redis.on('error', (error: Error) => app.log.warn({ err: error }, 'redis connection error'));
   app.decorateRequest('principal', null);

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
-import { startTestApp, type TestContext } from './support.js';
+import { createCustomer, startTestApp, type TestContext } from './support.js';
 
 /** Routes declared the way every module declares them, to see validation and failures end to end. */
 function probeRoutes(app: App) {
@@ -86,6 +86,56 @@ describe('validation failures', () => {
     });
     expect(response.statusCode).toBe(422);
     expect(response.json().error.type).toBe('invalid_request');
+  });
+});
+
+describe('types', () => {
+  it('are taken as sent in a JSON body: nothing is coerced', async () => {
+    for (const [body, field] of [
+      [{ user_id: ['a'] }, 'user_id'],
+      [{ user_id: true }, 'user_id'],
+      [{ user_id: 7 }, 'user_id'],
+      [{ user_id: 'u', ttl_seconds: true }, 'ttl_seconds'],
+      [{ user_id: 'u', ttl_seconds: '600' }, 'ttl_seconds'],
+      [{ user_id: 'u', ttl_seconds: null }, 'ttl_seconds'],
+      [{ user_id: 'u', tags: 'ok' }, 'tags'],
+    ] as const) {
+      const response = await post(body);
+      expect({ body, status: response.statusCode }).toEqual({ body, status: 422 });
+      expect(response.json().error.fields).toContainEqual(expect.objectContaining({ in: 'body', field }));
+    }
+  });
+
+  it('of query numbers are parsed from plain digits only', async () => {
+    for (const limit of ['1e1', '0x10', '%2010', '10.0', '010', '']) {
+      const response = await post({ user_id: 'u' }, `/test/validated/abc?limit=${limit}`);
+      expect({ limit, status: response.statusCode }).toEqual({ limit, status: 422 });
+      expect(response.json().error.fields).toEqual([
+        { in: 'query', field: 'limit', message: 'must be a whole number in digits' },
+      ]);
+    }
+    const plain = await post({ user_id: 'u' }, '/test/validated/abc?limit=10');
+    expect(plain.statusCode).toBe(200);
+  });
+
+  it('are strict on the real endpoints too', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const headers = { authorization: `Bearer ${token}` };
+    const usage = await ctx.app.inject({ method: 'GET', url: '/v1/realtime/usage?days=1e1', headers });
+    expect(usage.statusCode).toBe(422);
+    expect(usage.json().error.fields).toEqual([
+      { in: 'query', field: 'days', message: 'must be a whole number in digits' },
+    ]);
+    const live = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/realtime/live/tokens',
+      headers,
+      payload: { room: 'r', identity: 'i', publish: null },
+    });
+    expect(live.statusCode).toBe(422);
+    expect(live.json().error.fields).toContainEqual(
+      expect.objectContaining({ in: 'body', field: 'publish' }),
+    );
   });
 });
 
