@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -85,6 +86,32 @@ describe('the invalid-key lockout', () => {
 
     expect((await balance({ authorization: `Bearer ${token}` }, address)).statusCode).toBe(429);
     expect((await balance({ authorization: `Bearer ${token}` }, uniqueAddress())).statusCode).toBe(200);
+  });
+
+  it('lets exactly twenty of forty bad keys sent at once through to a 401', async () => {
+    const address = uniqueAddress();
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, (_, attempt) =>
+        balance({ 'x-api-key': `svc_test_${String(attempt).padStart(32, '7')}` }, address),
+      ),
+    );
+    const statuses = responses.map((response) => response.statusCode).sort();
+    expect(statuses).toEqual([...Array(20).fill(401), ...Array(20).fill(429)]);
+  });
+
+  it('counts an IPv6 client by its /64, so that rotating addresses does not help', async () => {
+    const network = `2001:db8:${randomInt(1, 0xffff).toString(16)}:${randomInt(1, 0xffff).toString(16)}`;
+    for (let attempt = 1; attempt <= 20; attempt += 1) {
+      const address = `${network}:${attempt.toString(16)}::${randomInt(1, 0xffff).toString(16)}`;
+      const response = await balance(
+        { 'x-api-key': `svc_test_${String(attempt).padStart(32, '6')}` },
+        address,
+      );
+      expect(response.statusCode, `attempt ${attempt}`).toBe(401);
+    }
+    expect((await balance({ 'x-api-key': 'svc_test_nope' }, `${network}::abcd`)).statusCode).toBe(429);
+    // Another /64 is another client.
+    expect((await balance({ 'x-api-key': 'svc_test_nope' }, '2001:db8:ffff:ffff::1')).statusCode).toBe(401);
   });
 
   it('does not count requests that carry no key at all', async () => {

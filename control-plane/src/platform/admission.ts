@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { redisScript } from '../adapters/redis.js';
+import { clientNetwork } from './addresses.js';
 import type { Principal } from './caller.js';
 import { type Clock, secondsUntilUtcMidnight, utcDay } from './clock.js';
 import { errors } from './errors.js';
@@ -79,7 +80,8 @@ type Reply = [status: string, used: number, result?: unknown];
 type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<Reply>;
 
 export function createAdmission(deps: { redis: Redis; clock: Clock; standing: Standing }) {
-  const lockoutKey = (address: string) => `svc:authfail:${address}`;
+  // Per network: an IPv6 client could otherwise take a fresh address of its /64 for every key it tries.
+  const lockoutKey = (address: string) => `svc:authfail:${clientNetwork(address)}`;
   const commands = new Map<string, ScriptCommand>();
   const invalidKey = redisScript<number>(deps.redis, INVALID_KEY);
 

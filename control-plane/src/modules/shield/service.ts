@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { clientNetwork } from '../../platform/addresses.js';
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
@@ -66,8 +67,9 @@ export function createShieldService(deps: {
   realtime: RealtimeService;
   hashKey: string;
 }) {
+  // Per network, as the lockout counts: an IPv6 /64 is one viewer's address, however it rotates.
   const addressHash = (address: string) =>
-    createHmac('sha256', deps.hashKey).update(address).digest('hex').slice(0, 12);
+    createHmac('sha256', deps.hashKey).update(clientNetwork(address)).digest('hex').slice(0, 12);
   const prefix = (scope: Principal) => `svc:shield:${scope.appId}:${scope.mode}`;
 
   return {
