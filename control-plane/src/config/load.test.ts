@@ -3,19 +3,19 @@ import { ConfigError, loadSettings } from './load.js';
 
 const valid = {
   SVC_PUBLIC_URL: 'http://127.0.0.1:8080',
-  SVC_DATABASE_URL: 'postgres://svc:pw@127.0.0.1:5432/svc',
-  SVC_REDIS_URL: 'redis://:pw@127.0.0.1:6379/0',
-  SVC_INTERNAL_SECRET: 'i'.repeat(32),
+  SVC_DATABASE_URL: 'postgres://svc:3b1f9c07d2e4a865@127.0.0.1:5432/svc',
+  SVC_REDIS_URL: 'redis://:9e4d2c71b0a35f86@127.0.0.1:6379/0',
+  SVC_INTERNAL_SECRET: '5f0c9a1e7b3d28c4e6a0f9b1d3c57e82',
   SVC_EJABBERD_API_URL: 'http://127.0.0.1:5281/api',
   SVC_CHAT_WS_URL: 'wss://chat.example.com/ws',
   SVC_LIVEKIT_URL: 'http://127.0.0.1:7880',
   SVC_LIVEKIT_PUBLIC_URL: 'wss://live.example.com',
   SVC_LIVEKIT_API_KEY: 'APIkey',
-  SVC_LIVEKIT_API_SECRET: 's'.repeat(32),
+  SVC_LIVEKIT_API_SECRET: 'c1e8b4f09a2d7e35b6c0f1a9e4d82c7b',
   SVC_S3_ENDPOINT: 'http://127.0.0.1:9000',
   SVC_S3_PUBLIC_ENDPOINT: 'https://files.example.com',
   SVC_S3_ACCESS_KEY: 'minio',
-  SVC_S3_SECRET_KEY: 'minio-secret',
+  SVC_S3_SECRET_KEY: 'a7d3e9f1c05b28e4',
 };
 
 function problemsOf(env: Record<string, string>): string[] {
@@ -76,6 +76,28 @@ describe('loadSettings', () => {
   it('reports a missing required setting as required', () => {
     const { SVC_REDIS_URL: _omitted, ...rest } = valid;
     expect(problemsOf(rest)).toContain('SVC_REDIS_URL: required');
+  });
+
+  it('refuses placeholders and patterns as secrets, naming each setting but never the secret', () => {
+    const weak = {
+      SVC_INTERNAL_SECRET: 'change-me-internal-secret-at-least-32-characters',
+      SVC_LIVEKIT_API_SECRET: 'abababababababababababababababab',
+      SVC_S3_SECRET_KEY: 'minioadmin',
+      SVC_DATABASE_URL: 'postgres://svc:change-me-postgres-password@db:5432/svc',
+      SVC_REDIS_URL: 'redis://:CHANGEME@redis:6379/0',
+    };
+    const problems = problemsOf({ ...valid, ...weak });
+    expect(problems).toEqual([
+      'SVC_INTERNAL_SECRET: is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_LIVEKIT_API_SECRET: has too little randomness (a repeated pattern); generate one, e.g. openssl rand -hex 32',
+      'SVC_S3_SECRET_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_DATABASE_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_REDIS_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
+    ]);
+    for (const secret of ['change-me', 'abab', 'minioadmin', 'CHANGEME'])
+      expect(problems.join('\n')).not.toContain(secret);
+    // Random hex, as the examples say to generate, passes.
+    expect(problemsOf(valid)).toEqual([]);
   });
 
   it('never puts a secret value in its message', () => {
