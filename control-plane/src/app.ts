@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify from 'fastify';
 import type { Container } from './container.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
@@ -17,6 +17,7 @@ import { shieldRoutes } from './modules/shield/routes.js';
 import { storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { formatUsd } from './platform/money.js';
+import { errorForLog } from './platform/redaction.js';
 import type { Route } from './platform/route.js';
 
 export const API_VERSION = '1.1.0';
@@ -35,18 +36,29 @@ function trustProxy(setting: string): string[] | false {
 }
 
 export interface BuildAppOptions {
-  logger?: FastifyServerOptions['logger'];
+  /** false for none; else pino options over the defaults (a test's level and stream). */
+  logger?: false | { level?: string; stream?: { write(line: string): void } };
   /** More declared operations (tests and benchmarks add probes through the same pipeline). */
   routes?: Route[];
 }
 
 export async function buildApp(container: Container, options: BuildAppOptions = {}) {
   const app = Fastify({
-    logger: options.logger ?? {
-      level: container.settings.SVC_LOG_LEVEL,
-      // Keys travel in these headers; pino drops them even if a serializer ever logs headers.
-      redact: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["x-publishable-key"]'],
-    },
+    logger:
+      options.logger === false
+        ? false
+        : {
+            level: container.settings.SVC_LOG_LEVEL,
+            // Keys travel in these headers; pino drops them even if a serializer ever logs headers.
+            redact: [
+              'req.headers.authorization',
+              'req.headers["x-api-key"]',
+              'req.headers["x-publishable-key"]',
+            ],
+            // Errors without statement parameters, rows or the secrets PostgreSQL quotes in messages.
+            serializers: { err: errorForLog },
+            ...options.logger,
+          },
     requestIdHeader: false,
     genReqId: (request) => requestId(request.headers['x-request-id']),
     trustProxy: trustProxy(container.settings.SVC_TRUST_PROXY),

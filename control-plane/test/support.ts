@@ -33,6 +33,8 @@ export async function startTestApp(
     routes?: (container: Container) => Route[];
     /** slonik interceptors (statement counting, error watching). */
     interceptors?: Interceptor[];
+    /** Where the app's log lines (level info and up) go; by default nowhere unless TEST_LOG is set. */
+    logStream?: { write(line: string): void };
   } = {},
 ): Promise<TestContext> {
   const clock = (options.clock as ManualClock | undefined) ?? createManualClock(new Date());
@@ -42,7 +44,11 @@ export async function startTestApp(
   });
   // TEST_LOG=1 shows the apps' error logs, for a failing test's 500s.
   const app = await buildApp(container, {
-    logger: process.env.TEST_LOG ? { level: 'error' } : false,
+    logger: options.logStream
+      ? { level: 'info', stream: options.logStream }
+      : process.env.TEST_LOG
+        ? { level: 'error' }
+        : false,
     routes: options.routes?.(container) ?? [],
   });
   options.extraRoutes?.(app);

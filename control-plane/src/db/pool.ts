@@ -22,6 +22,22 @@ const resultParserInterceptor: Interceptor = {
   },
 };
 
+/** Where a failed statement's parameters travel with its error, for the log's redaction only. */
+export const STATEMENT_VALUES = Symbol('svc.statementValues');
+
+/**
+ * Hands a failed statement's parameters to its error, unseen (not enumerable): PostgreSQL quotes
+ * parameters in some messages ('invalid input syntax for type integer: "…"'), and the log redacts
+ * them by value (platform/redaction.ts).
+ */
+const statementValuesInterceptor: Interceptor = {
+  name: 'statement-values',
+  queryExecutionError: (_context, query, error) => {
+    Object.defineProperty(error, STATEMENT_VALUES, { value: query.values, enumerable: false });
+    return null;
+  },
+};
+
 /** int8 columns (money, counters) as plain numbers, refusing any value a double cannot hold exactly. */
 const safeBigintParser = {
   name: 'int8',
@@ -42,7 +58,7 @@ export async function createDatabasePool(
 ): Promise<DatabasePool> {
   const overridden = new Set([safeBigintParser.name, timestamptzParser.name]);
   return createPool(url, {
-    interceptors: [resultParserInterceptor, ...interceptors],
+    interceptors: [resultParserInterceptor, statementValuesInterceptor, ...interceptors],
     typeParsers: [
       ...createTypeParserPreset().filter((parser) => !overridden.has(parser.name)),
       safeBigintParser,
