@@ -3,6 +3,7 @@ import type { Container } from './container.js';
 import { SPEND_GUARD_EVERY_MS } from './modules/live/service.js';
 import { TEST_OBJECT_DAYS } from './modules/storage/schema.js';
 import { ACCRUAL_FLUSH_MS } from './platform/accrual.js';
+import { withLease } from './platform/lease.js';
 
 /** How often the slow background work runs. */
 export const MAINTENANCE_EVERY_MS = 60_000;
@@ -10,6 +11,8 @@ export const MAINTENANCE_EVERY_MS = 60_000;
 interface Task {
   name: string;
   everyMs: number;
+  /** One replica at a time runs it (a lease renewed while it runs); else every replica does. */
+  leased?: boolean;
   run(): Promise<unknown>;
 }
 
@@ -17,8 +20,9 @@ interface Task {
  * Background work of the control plane, each task at start and then on its own period: accrued usage
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
  * storage bucket's setup (until it succeeds), storage expiry and the daily stored-bytes metering
- * (every minute). Each task is idempotent and safe on several replicas; a failing one is logged and
- * runs again at its next turn, never stopping the others. A task never overlaps itself.
+ * (every minute), and pruning LiveKit webhook ids past their retention. Each task is idempotent and
+ * safe on several replicas; the sweeps run on one replica at a time (a lease). A failing one is logged
+ * and runs again at its next turn, never stopping the others. A task never overlaps itself.
  */
 export function startMaintenance(container: Container, log: FastifyBaseLogger): () => Promise<void> {
   let bucketReady = false;
@@ -50,21 +54,37 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
         log.info('storage bucket ready');
       },
     },
-    { name: 'storage expiry', everyMs: MAINTENANCE_EVERY_MS, run: () => container.storage.sweep() },
+    {
+      name: 'storage expiry',
+      everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
+      run: () => container.storage.sweep(),
+    },
     {
       name: 'stored bytes metering',
       everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
       run: () => container.storage.meterStoredBytes(),
     },
+    {
+      name: 'live webhook ids pruning',
+      everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
+      run: async () => {
+        const { pruned } = await container.live.pruneEvents();
+        if (pruned > 0) log.info({ pruned }, 'pruned LiveKit webhook ids past their retention');
+      },
+    },
   ];
+  const runOnce = (task: Task) =>
+    task.leased ? withLease(container.redis, `maintenance:${task.name}`, task.everyMs, task.run) : task.run();
   const running = new Set<Promise<unknown>>();
   const timers = tasks.map((task) => {
     let busy = false;
     const turn = () => {
       if (busy) return;
       busy = true;
-      const done = task
-        .run()
+      const done = runOnce(task)
         .catch((error: unknown) =>
           log.warn({ err: error }, `${task.name} failed; trying again at its next turn`),
         )

@@ -2,7 +2,9 @@ import { decodeJwt } from 'jose';
 import { RoomServiceClient } from 'livekit-server-sdk';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
+import { z } from 'zod';
+import { EVENT_RETENTION_MS, RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
+import { liveStore } from '../src/modules/live/store.js';
 import { deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -268,5 +270,25 @@ describe('reconciliation', () => {
     await deliver({ event: 'participant_left', ...who });
     expect(await usageRows(account.id)).toEqual([expect.objectContaining({ quantity: 2 })]);
     ctx.clock.set(new Date());
+  });
+});
+
+describe('webhook ids', () => {
+  it('are kept for a week to recognise retries, then pruned', async () => {
+    const store = liveStore(ctx.container.pool);
+    const now = ctx.clock.now();
+    const tag = `prune-${Date.now()}`;
+    const old = new Date(now.getTime() - EVENT_RETENTION_MS - 60_000);
+    const recent = new Date(now.getTime() - EVENT_RETENTION_MS + 60_000);
+    for (let i = 0; i < 3; i += 1) await store.claimEvent(`${tag}-old-${i}`, 'room_started', old);
+    await store.claimEvent(`${tag}-recent`, 'room_started', recent);
+    const { pruned } = await ctx.container.live.pruneEvents();
+    expect(pruned).toBeGreaterThanOrEqual(3);
+    const left = await ctx.container.pool.anyFirst(
+      sql.type(z.object({ id: z.string() }))`select id from livekit_events where id like ${`${tag}-%`}`,
+    );
+    expect(left).toEqual([`${tag}-recent`]);
+    // A retry of the recent one is still recognised.
+    expect(await store.claimEvent(`${tag}-recent`, 'room_started', now)).toBe(false);
   });
 });

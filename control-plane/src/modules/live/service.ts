@@ -35,6 +35,12 @@ import { liveStore } from './store.js';
 
 /** LiveKit retries a failed webhook for about 30 s; the reconciler leaves sessions alone that long and more. */
 export const RECONCILE_GRACE_MS = 60_000;
+/**
+ * How long a webhook's id is kept to recognise a retried delivery: LiveKit retries for about 30 s, so
+ * a week is ample, and older ids are pruned (a table that only ever grew).
+ */
+export const EVENT_RETENTION_MS = 7 * 86_400_000;
+const PRUNE_BATCH = 10_000;
 /** How often the spend guard looks at live accounts with open sessions. */
 export const SPEND_GUARD_EVERY_MS = 5_000;
 
@@ -346,6 +352,17 @@ export function createLiveService(deps: {
     reconcile: async (): Promise<{ rooms: number; closed: number }> => {
       const run = await withLease(deps.redis, 'live-reconcile', RECONCILE_GRACE_MS / 2, reconcileRooms);
       return run.ran ? run.result : { rooms: 0, closed: 0 };
+    },
+
+    /** Deletes webhook ids past their retention, in batches; answers how many went. */
+    pruneEvents: async (): Promise<{ pruned: number }> => {
+      const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_MS);
+      let pruned = 0;
+      for (;;) {
+        const deleted = await liveStore(deps.pool).pruneEvents(before, PRUNE_BATCH);
+        pruned += deleted;
+        if (deleted < PRUNE_BATCH) return { pruned };
+      }
     },
 
     /**

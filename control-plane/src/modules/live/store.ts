@@ -19,6 +19,14 @@ export function liveStore(db: Db) {
           on conflict do nothing returning true as claimed`,
       )) === true,
 
+    /** Deletes up to `limit` events received before `before`; answers how many went. */
+    pruneEvents: async (before: Date, limit: number) =>
+      (
+        await db.query(sql.unsafe`
+          delete from livekit_events where id in (
+            select id from livekit_events where received_at < ${sql.timestamp(before)} limit ${limit})`)
+      ).rowCount,
+
     openSession: (session: {
       participantSid: string;
       room: string;
