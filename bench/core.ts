@@ -129,7 +129,7 @@ const readable = (
 ).json() as { object: { id: string }; upload_url: string };
 await fetch(readable.upload_url, {
   method: 'PUT',
-  headers: { 'content-type': 'application/zip' },
+  headers: { 'content-type': 'application/zip', 'if-none-match': '*' },
   body: 'x',
 });
 await app.inject({

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 /**
  * Upload throughput through the API (reserve, PUT to the presigned URL, complete) beside a direct PUT
  * of the same bytes to MinIO with the same HTTP client (fetch) and a URL presigned by the AWS SDK
@@ -39,10 +40,11 @@ const s3 = new S3Client({
   requestChecksumCalculation: 'WHEN_REQUIRED',
 });
 
+/** The PUT an integrator sends with upload_headers: the type, and write-once (fetch sets the length). */
 async function put(url: string): Promise<void> {
   const response = await fetch(url, {
     method: 'PUT',
-    headers: { 'content-type': 'application/zip' },
+    headers: { 'content-type': 'application/zip', 'if-none-match': '*' },
     body: bytes,
   });
   if (response.status !== 200) throw new Error(`upload failed: ${response.status} ${await response.text()}`);
@@ -67,14 +69,19 @@ const paths = {
   },
   /** The floor: the same PUT of the same bytes, to a URL the SDK presigned, no API in between. */
   direct: async () => {
+    // A fresh key each time: write-once URLs never replace bytes.
+    const key = `test/bench/direct-${randomUUID()}`;
+    directKeys.push(key);
     const url = await getSignedUrl(
       s3,
       new PutObjectCommand({
         Bucket: settings.SVC_S3_BUCKET,
-        Key: 'test/bench/direct',
+        Key: key,
         ContentType: 'application/zip',
+        ContentLength: bytes.length,
+        IfNoneMatch: '*',
       }),
-      { expiresIn: 900, signableHeaders: new Set(['content-type']) },
+      { expiresIn: 900, signableHeaders: new Set(['content-type', 'content-length', 'if-none-match']) },
     );
     await put(url);
   },

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   CreateBucketCommand,
+  DeleteBucketCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -94,8 +95,8 @@ describe('MinIO', () => {
   });
 
   describe('presigned URLs', () => {
-    // Under test/, whose lifecycle rule removes whatever a failed run leaves; not an app's key.
-    const key = `test/e2e-smoke/${randomUUID()}`;
+    // In a bucket of its own: the API's bucket removes bytes written without a record of the API.
+    const key = `e2e-smoke/${randomUUID()}`;
     const body = 'presigned smoke body';
     let bucket: string;
     let internal: S3Client;
@@ -103,10 +104,9 @@ describe('MinIO', () => {
     let signer: S3Client;
 
     beforeAll(async () => {
-      bucket = setting('SVC_S3_BUCKET');
+      bucket = `${setting('SVC_S3_BUCKET')}-smoke`;
       internal = s3Client(setting('SVC_S3_ENDPOINT'));
       signer = s3Client(setting('SVC_S3_PUBLIC_ENDPOINT'));
-      // The control plane creates it at start; this file may run before that ever happened.
       await internal.send(new CreateBucketCommand({ Bucket: bucket })).catch((error: Error) => {
         if (error.name !== 'BucketAlreadyOwnedByYou') throw error;
       });
@@ -114,6 +114,7 @@ describe('MinIO', () => {
 
     afterAll(async () => {
       await internal?.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+      await internal?.send(new DeleteBucketCommand({ Bucket: bucket }));
       internal?.destroy();
       signer?.destroy();
     });

@@ -51,7 +51,12 @@ describe('storage through the presigned URL', () => {
     expect(status).toBe(201);
     const put = await fetch(upload.upload_url, {
       method: 'PUT',
-      headers: { 'content-type': 'application/zip', 'content-length': String(size) },
+      // As upload_headers say (a streamed body needs its Content-Length set by hand).
+      headers: {
+        'content-type': upload.upload_headers['Content-Type']!,
+        'content-length': upload.upload_headers['Content-Length']!,
+        'if-none-match': upload.upload_headers['If-None-Match']!,
+      },
       body: generatedBody(size),
       duplex: 'half',
     } as RequestInit);
@@ -74,7 +79,7 @@ describe('storage through the presigned URL', () => {
     });
     await fetch(upload.upload_url, {
       method: 'PUT',
-      headers: { 'content-type': 'text/plain' },
+      headers: { 'content-type': 'text/plain', 'if-none-match': '*' },
       body: 'gone',
     });
     expect((await api(customer, 'POST', `/v1/storage/objects/${upload.object.id}/complete`)).status).toBe(

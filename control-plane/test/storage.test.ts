@@ -2,8 +2,10 @@
  * Storage against the real MinIO: the API reserves and signs, and the bytes travel with a plain
  * HTTP client (fetch), as a browser or an app would send them.
  */
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
+import { storageKeyOf } from '../src/modules/storage/service.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
 
 let ctx: TestContext;
@@ -36,8 +38,23 @@ async function reserve(
   });
 }
 
+/** PUTs as a client following upload_headers does (fetch sets Content-Length from the body). */
 const put = (upload: Upload, body: string | Buffer, contentType = upload.upload_headers['Content-Type']!) =>
-  fetch(upload.upload_url, { method: 'PUT', headers: { 'content-type': contentType }, body });
+  fetch(upload.upload_url, {
+    method: 'PUT',
+    headers: { 'content-type': contentType, 'if-none-match': upload.upload_headers['If-None-Match']! },
+    body,
+  });
+
+/** Waits until MinIO no longer has the key (the control plane acts on MinIO's event). */
+async function gone(storageKey: string): Promise<boolean> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if ((await ctx.container.objects.sizeOf(storageKey)) === null) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
+}
 
 async function storeReady(token: string, bytes: Buffer, contentType = 'application/pdf', name = 'doc.pdf') {
   const upload = (
@@ -64,13 +81,15 @@ describe('uploads', () => {
         metadata: { album: 'summer', take: '3' },
       },
       upload_method: 'PUT',
-      upload_headers: { 'Content-Type': 'video/mp4' },
+      upload_headers: { 'Content-Type': 'video/mp4', 'Content-Length': '11', 'If-None-Match': '*' },
       expires_in: 900,
     });
     expect(new URL(upload.upload_url).origin).toBe(
       new URL(ctx.container.settings.SVC_S3_PUBLIC_ENDPOINT).origin,
     );
-    expect(upload.upload_url).toContain('X-Amz-SignedHeaders=content-type%3Bhost');
+    expect(upload.upload_url).toContain(
+      'X-Amz-SignedHeaders=content-length%3Bcontent-type%3Bhost%3Bif-none-match',
+    );
     expect(reserved.headers['x-svc-cost-usd']).toBe('0.000000');
 
     expect((await put(upload, 'hello video', 'video/webm')).status).toBe(403);
@@ -79,21 +98,53 @@ describe('uploads', () => {
     expect(completed.json()).toMatchObject({ id: upload.object.id, status: 'ready', size_bytes: 11 });
   });
 
-  it('stay pending when the bytes never arrived or differ in size from the declaration', async () => {
+  it('take exactly the declared size, once: no other size, no second upload over the first', async () => {
     const { token } = await createCustomer(ctx.container);
     const upload = (await reserve(token, { size_bytes: 5 })).json();
     const missing = await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
     expect(missing.statusCode).toBe(409);
     expect(missing.json().error.message).toMatch(/has not arrived/);
-    await put(upload, 'six b!');
-    const mismatch = await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
-    expect(mismatch.statusCode).toBe(409);
-    expect(mismatch.json().error.message).toMatch(/has 6 bytes but 5 were declared/);
-    expect((await call(token, 'GET', `/v1/storage/objects/${upload.object.id}`)).statusCode).toBe(409);
-    await put(upload, 'five!');
-    expect(
-      (await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`)).json().status,
-    ).toBe('ready');
+    // The size is signed in: a byte more, a byte less or a mebibyte are refused by MinIO itself.
+    for (const body of ['six b!', 'four', Buffer.alloc(1 << 20)])
+      expect((await put(upload, body)).status).toBe(403);
+    expect((await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`)).statusCode).toBe(
+      409,
+    );
+    expect((await put(upload, 'five!')).status).toBe(200);
+    // Written once: the same URL cannot replace the bytes, before completion or after.
+    expect((await put(upload, 'FIVE!')).status).toBe(412);
+    const completed = await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
+    expect(completed.json()).toMatchObject({ status: 'ready', size_bytes: 5 });
+    expect((await put(upload, 'FIVE!')).status).toBe(412);
+    const read = (await call(token, 'GET', `/v1/storage/objects/${upload.object.id}`)).json();
+    expect(await (await fetch(read.url)).text()).toBe('five!');
+  });
+
+  it('remove bytes written without a record: an old upload URL of a deleted object, a stray key', async () => {
+    const { token, app } = await createCustomer(ctx.container);
+    const upload = (await reserve(token, { size_bytes: 4 })).json() as Upload;
+    expect((await put(upload, 'once')).status).toBe(200);
+    await call(token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
+    expect((await call(token, 'DELETE', `/v1/storage/objects/${upload.object.id}`)).statusCode).toBe(200);
+    // The key is free again, so MinIO takes the PUT; nothing would ever bill or sweep these bytes.
+    expect((await put(upload, 'back')).status).toBe(200);
+    expect(await gone(storageKeyOf('test', app.id, upload.object.id))).toBe(true);
+
+    // Written straight into the bucket, as an operator or a leaked credential could.
+    const stray = storageKeyOf('test', app.id, 'obj_never_reserved');
+    const { settings } = ctx.container;
+    const s3 = new S3Client({
+      endpoint: settings.SVC_S3_ENDPOINT,
+      region: settings.SVC_S3_REGION,
+      forcePathStyle: true,
+      credentials: { accessKeyId: settings.SVC_S3_ACCESS_KEY, secretAccessKey: settings.SVC_S3_SECRET_KEY },
+    });
+    try {
+      await s3.send(new PutObjectCommand({ Bucket: settings.SVC_S3_BUCKET, Key: stray, Body: 'stray' }));
+    } finally {
+      s3.destroy();
+    }
+    expect(await gone(stray)).toBe(true);
   });
 
   it.each([

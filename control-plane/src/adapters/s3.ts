@@ -37,6 +37,13 @@ function client(endpoint: string, settings: S3Settings): S3Client {
   });
 }
 
+/** The headers an upload must send exactly (lowercase, as signed). */
+export const uploadHeaders = (contentType: string, sizeBytes: number) => ({
+  'content-type': contentType,
+  'content-length': String(sizeBytes),
+  'if-none-match': '*',
+});
+
 const notFound = (error: unknown) =>
   error instanceof S3ServiceException &&
   (error.$metadata.httpStatusCode === 404 || error.name === 'NotFound');
@@ -95,14 +102,18 @@ export function createObjectStore(settings: S3Settings) {
       );
     },
 
-    /** A PUT URL with the Content-Type signed in: MinIO refuses the upload with any other type. */
-    presignUpload: async (key: string, contentType: string, expiresIn: number) =>
+    /**
+     * A PUT URL for exactly these bytes, once: the Content-Type and the Content-Length are signed in
+     * (MinIO refuses any other type or size), and so is `If-None-Match: *`, so the URL cannot replace
+     * bytes that are there (MinIO answers 412).
+     */
+    presignUpload: async (key: string, contentType: string, sizeBytes: number, expiresIn: number) =>
       presign({
         ...signing,
         method: 'PUT',
         key,
         expiresInSeconds: expiresIn,
-        signedHeaders: { 'content-type': contentType },
+        signedHeaders: uploadHeaders(contentType, sizeBytes),
         query: { 'x-id': 'PutObject' },
       }),
 

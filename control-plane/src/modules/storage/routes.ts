@@ -13,21 +13,29 @@ import {
 } from './schema.js';
 import type { StorageService } from './service.js';
 
-/** The keys of removed objects in one MinIO notification; anything unrecognisable yields none. */
-export function removedKeys(body: unknown): string[] {
+/** What one MinIO notification says happened: keys created and keys removed; nothing unrecognisable. */
+export function bucketEvents(body: unknown): { created: string[]; removed: string[] } {
+  const events = { created: [] as string[], removed: [] as string[] };
   const records = (body as { Records?: unknown } | null)?.Records;
-  if (!Array.isArray(records)) return [];
-  return records.flatMap((record: { eventName?: unknown; s3?: { object?: { key?: unknown } } }) => {
+  if (!Array.isArray(records)) return events;
+  for (const record of records as { eventName?: unknown; s3?: { object?: { key?: unknown } } }[]) {
     const key = record?.s3?.object?.key;
-    if (typeof record?.eventName !== 'string' || !record.eventName.startsWith('s3:ObjectRemoved:')) return [];
-    if (typeof key !== 'string') return [];
+    const name = record?.eventName;
+    if (typeof name !== 'string' || typeof key !== 'string') continue;
+    const kind = name.startsWith('s3:ObjectCreated:')
+      ? 'created'
+      : name.startsWith('s3:ObjectRemoved:')
+        ? 'removed'
+        : undefined;
+    if (!kind) continue;
     try {
       // The record's key is form-encoded: '+' is a space, '%2B' a plus.
-      return [decodeURIComponent(key.replace(/\+/g, ' '))];
+      events[kind].push(decodeURIComponent(key.replace(/\+/g, ' ')));
     } catch {
-      return [];
+      // Not a key this API ever wrote.
     }
-  });
+  }
+  return events;
 }
 
 export const storageRoutes = (storage: StorageService) => [
@@ -96,7 +104,8 @@ export const storageRoutes = (storage: StorageService) => [
   }),
   /**
    * MinIO's bucket notifications: an object removed behind the API's back (lifecycle expiry) loses its
-   * record, so stored bytes stay true. MinIO retries any non-2xx answer forever and holds every later
+   * record, so stored bytes stay true; bytes written without a record are removed, so nothing is
+   * stored that is not billed. MinIO retries any non-2xx answer forever and holds every later
    * event back meanwhile, so an event this endpoint cannot use is acknowledged, never refused; only a
    * failure a retry can cure (the database away) answers 500. Handling an event twice is harmless.
    */
@@ -111,7 +120,9 @@ export const storageRoutes = (storage: StorageService) => [
     body: Type.Unknown(),
     response: Type.Object({ ok: Type.Boolean() }),
     handler: async ({ body }) => {
-      for (const key of removedKeys(body)) await storage.forgetRemovedKey(key);
+      const { created, removed } = bucketEvents(body);
+      for (const key of created) await storage.removeUnrecordedKey(key);
+      for (const key of removed) await storage.forgetRemovedKey(key);
       return { ok: true };
     },
   }),

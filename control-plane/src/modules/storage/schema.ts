@@ -109,7 +109,17 @@ export const UploadResponse = Type.Object(
     object: StorageObject,
     upload_url: Type.String(),
     upload_method: Type.Literal('PUT'),
-    upload_headers: Type.Object({ 'Content-Type': Type.String() }, { additionalProperties: false }),
+    upload_headers: Type.Object(
+      {
+        'Content-Type': Type.String(),
+        'Content-Length': Type.String({ description: 'size_bytes: the URL takes exactly this many bytes' }),
+        'If-None-Match': Type.Literal('*', { description: 'The URL writes once: it never replaces bytes' }),
+      },
+      {
+        additionalProperties: false,
+        description: 'Send exactly these headers with the PUT (HTTP clients set Content-Length themselves)',
+      },
+    ),
     expires_in: Type.Literal(UPLOAD_URL_SECONDS),
   },
   { additionalProperties: false },

@@ -114,9 +114,19 @@ export function createStorageService(deps: {
       });
       return {
         object: present(row),
-        upload_url: await deps.objects.presignUpload(storageKey, input.content_type, UPLOAD_URL_SECONDS),
+        upload_url: await deps.objects.presignUpload(
+          storageKey,
+          input.content_type,
+          input.size_bytes,
+          UPLOAD_URL_SECONDS,
+        ),
         upload_method: 'PUT' as const,
-        upload_headers: { 'Content-Type': input.content_type },
+        // Signed into the URL: any other type or size is refused, and so is a second upload.
+        upload_headers: {
+          'Content-Type': input.content_type,
+          'Content-Length': String(input.size_bytes),
+          'If-None-Match': '*' as const,
+        },
         expires_in: UPLOAD_URL_SECONDS,
       };
     },
@@ -125,14 +135,10 @@ export function createStorageService(deps: {
     complete: async (principal: Principal, id: string) => {
       const row = await requireObject(principal, id);
       if (row.status === 'ready') return present(row);
+      // The size is signed into the upload URL, so bytes that are there have the declared size.
       const size = await deps.objects.sizeOf(row.storage_key);
       if (size === null)
         throw errors.conflict('The upload has not arrived: PUT the file to upload_url first');
-      if (size !== row.declared_size) {
-        throw errors.conflict(
-          `The uploaded file has ${size} bytes but ${row.declared_size} were declared; upload it again`,
-        );
-      }
       if (looksLikeActiveDocument(await deps.objects.firstBytes(row.storage_key, SNIFF_BYTES))) {
         // Refused whole: bytes and record go, whatever type the file was declared with.
         await removeObject(row);
@@ -183,6 +189,15 @@ export function createStorageService(deps: {
 
     /** MinIO reported an object gone (a lifecycle rule, an operator): its record goes too. */
     forgetRemovedKey: (storageKey: string) => storageStore(deps.pool).deleteByKey(storageKey),
+
+    /**
+     * MinIO reported bytes written: without a record (an upload URL of a deleted object, anything
+     * written behind the API's back) nothing would ever bill or sweep them, so they go. A reservation's
+     * record is committed before its URL is handed out, so a real upload always finds it.
+     */
+    removeUnrecordedKey: async (storageKey: string) => {
+      if (!(await storageStore(deps.pool).existsByKey(storageKey))) await deps.objects.remove(storageKey);
+    },
 
     /** Pending uploads older than a day and test objects older than 7 days: bytes and records. */
     sweep: async (): Promise<number> => {

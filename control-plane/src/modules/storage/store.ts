@@ -55,6 +55,9 @@ export function storageStore(db: Db) {
     deleteMany: (ids: readonly string[]) =>
       db.query(sql.unsafe`delete from storage_objects where id = any(${sql.array(ids, 'text')})`),
 
+    existsByKey: (storageKey: string) =>
+      db.exists(sql.unsafe`select 1 from storage_objects where storage_key = ${storageKey}`),
+
     deleteByKey: (storageKey: string) =>
       db.query(sql.unsafe`delete from storage_objects where storage_key = ${storageKey}`),
 
