@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -134,6 +134,22 @@ describe('the login callback', () => {
       payload: { op: 'isuser' },
     });
     expect(none.statusCode).toBe(401);
+  });
+
+  it('limits wrong internal secrets per address, and still lets the right one through', async () => {
+    const address = uniqueAddress();
+    const askFrom = (secret: string) =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/internal/ejabberd/auth',
+        headers: { authorization: `Bearer ${secret}` },
+        remoteAddress: address,
+        payload: { op: 'isuser', user: 'x.y', server: 'chat.local' },
+      });
+    for (let attempt = 1; attempt <= 20; attempt += 1)
+      expect((await askFrom(`wrong-${attempt}`)).statusCode, `attempt ${attempt}`).toBe(401);
+    expect((await askFrom('wrong-21')).statusCode).toBe(429);
+    expect((await askFrom(ctx.container.settings.SVC_INTERNAL_SECRET)).statusCode).toBe(200);
   });
 
   it('accepts the current password only: a replaced one, a revoked one and an expired one are refused', async () => {

@@ -76,7 +76,8 @@ describe('round trips', () => {
       'commit',
     ]);
     const object = (await keyed(token, 'POST', '/v1/storage/uploads', upload)()).json();
-    await fetch(object.upload_url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    const headers = { 'content-type': 'text/plain', 'if-none-match': '*' };
+    expect((await fetch(object.upload_url, { method: 'PUT', headers, body: 'x' })).status).toBe(200);
     await keyed(token, 'POST', `/v1/storage/objects/${object.object.id}/complete`)();
     const read = await sentBy(keyed(token, 'GET', `/v1/storage/objects/${object.object.id}`));
     // The object's row, then the charge alone: nothing written, so no transaction around them.
