@@ -51,54 +51,85 @@ export interface OpenTransaction {
   rollback(): Promise<void>;
 }
 
-export function openTransaction(connection: DatabaseConnection): OpenTransaction {
+/** A transaction on `connection`, or on a connection `connect` gives with the first statement. */
+export function openTransaction(
+  connection: DatabaseConnection | (() => Promise<DatabaseConnection>),
+): OpenTransaction {
+  const connect = typeof connection === 'function' ? connection : () => Promise.resolve(connection);
   let state: 'idle' | 'begun' | 'ended' = 'idle';
-  let beginning: Promise<unknown> | undefined;
+  let beginning: Promise<DatabaseConnection> | undefined;
   const begin = () => {
     if (state === 'ended') throw new Error('the transaction has ended');
     state = 'begun';
-    beginning ??= connection.query(BEGIN);
+    beginning ??= connect().then(async (connected) => {
+      await connected.query(BEGIN);
+      return connected;
+    });
     return beginning;
   };
   const db = Object.fromEntries(
     QUERY_METHODS.map((name) => [
       name,
       async (...args: unknown[]) => {
-        await begin();
-        return (connection[name] as (...a: unknown[]) => Promise<unknown>)(...args);
+        const connected = await begin();
+        return (connected[name] as (...a: unknown[]) => Promise<unknown>)(...args);
       },
     ]),
   ) as unknown as Db;
+  const end = async (statement: typeof COMMIT) => {
+    const begun = state === 'begun';
+    state = 'ended';
+    if (!begun) return undefined;
+    // No connection (the pool had none to give): nothing began, and the caller has that error.
+    const connected = await beginning!.catch(() => undefined);
+    return connected?.query(statement);
+  };
   return {
     db,
     begun: () => state === 'begun',
-    commit: async () => {
-      if (state !== 'begun') {
-        state = 'ended';
-        return undefined;
-      }
-      state = 'ended';
-      // A failed commit (a deferred trigger's error) has rolled everything back already.
-      return connection.query(COMMIT);
-    },
-    rollback: async () => {
-      if (state !== 'begun') {
-        state = 'ended';
-        return;
-      }
-      state = 'ended';
-      await connection.query(ROLLBACK);
+    // A failed commit (a deferred trigger's error) has rolled everything back already.
+    commit: () => end(COMMIT),
+    rollback: async () => void (await end(ROLLBACK)),
+  };
+}
+
+/**
+ * A transaction that takes a connection from the pool with its first statement and gives it back
+ * with `release()`: work that sends no SQL, or reads through the pool, holds no connection.
+ */
+export function openPoolTransaction(pool: DatabasePool): OpenTransaction & { release(): Promise<void> } {
+  let held: Promise<DatabaseConnection> | undefined;
+  let giveBack: (() => void) | undefined;
+  let returned: Promise<unknown> = Promise.resolve();
+  const connect = () => {
+    held ??= new Promise<DatabaseConnection>((resolve, reject) => {
+      returned = pool
+        .connect((connection) => {
+          resolve(connection);
+          return new Promise<void>((release) => {
+            giveBack = release;
+          });
+        })
+        .catch(reject);
+    });
+    return held;
+  };
+  return {
+    ...openTransaction(connect),
+    release: async () => {
+      giveBack?.();
+      await returned;
     },
   };
 }
 
-/** Runs `work` in a transaction on a connection of its own, committed when it returns, else rolled back. */
-export function withTransaction<T>(
+/** Runs `work` in a transaction, committed when it returns, else rolled back. */
+export async function withTransaction<T>(
   pool: DatabasePool,
   work: (db: Db, transaction: OpenTransaction) => Promise<T>,
 ): Promise<T> {
-  return pool.connect(async (connection) => {
-    const transaction = openTransaction(connection);
+  const transaction = openPoolTransaction(pool);
+  try {
     let result: T;
     try {
       result = await work(transaction.db, transaction);
@@ -108,5 +139,7 @@ export function withTransaction<T>(
     }
     await transaction.commit();
     return result;
-  });
+  } finally {
+    await transaction.release();
+  }
 }

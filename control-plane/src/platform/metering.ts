@@ -1,6 +1,6 @@
-import { type DatabasePool, type DatabasePoolConnection, sql } from 'slonik';
+import { type DatabasePool, sql } from 'slonik';
 import { z } from 'zod';
-import { type OpenTransaction, openTransaction, statement } from '../db/transaction.js';
+import { type OpenTransaction, openPoolTransaction, statement } from '../db/transaction.js';
 import type { Payer } from './caller.js';
 import { type Clock, utcDay } from './clock.js';
 import { PaymentRequiredError, ServiceError } from './errors.js';
@@ -166,14 +166,13 @@ export function createMetering(deps: {
    * for the charge itself and the WAL flush, never for a round trip to this process.
    */
   async function chargeAndCommit(
-    connection: DatabasePoolConnection,
     open: OpenTransaction,
     payer: Payer,
     metered: readonly Required<Usage>[],
   ): Promise<Charged> {
     if (!open.begun()) {
       await open.commit();
-      return connection.one(meterQuery(payer, metered, true));
+      return deps.pool.one(meterQuery(payer, metered, true));
     }
     const at = deps.clock.now();
     await open.db.query(statement`
@@ -196,38 +195,35 @@ export function createMetering(deps: {
       work: (tx: Transaction) => Promise<T>,
     ): Promise<{ result: T; costMicros: number }> => {
       const metered = normaliseUsages(usages, await deps.prices.table());
+      // The connection is taken with the work's first statement: work that writes nothing holds none.
+      const open = openPoolTransaction(deps.pool);
+      const { tx, runTasks } = withAfterCommit(open);
+      let result: T;
+      let charged: Charged;
       try {
-        return await deps.pool.connect(async (connection) => {
-          const open = openTransaction(connection);
-          const { tx, runTasks } = withAfterCommit(open);
-          let result: T;
-          let charged: Charged;
-          try {
-            result = await work(tx);
-            // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
-            if (metered.length > 0 || payer.mode === 'live') {
-              charged = await chargeAndCommit(connection, open, payer, metered);
-            } else {
-              await open.commit();
-              charged = {
-                charged_micros: 0,
-                balance_micros_after: null,
-                version_after: null,
-                crossed_zero: false,
-              };
-            }
-          } catch (error) {
-            await open.rollback();
-            throw error;
-          }
-          await recordStanding(payer, charged)?.().catch(onError);
-          await runTasks(onError);
-          return { result, costMicros: charged.charged_micros };
-        });
+        result = await work(tx);
+        // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
+        if (metered.length > 0 || payer.mode === 'live') {
+          charged = await chargeAndCommit(open, payer, metered);
+        } else {
+          await open.commit();
+          charged = {
+            charged_micros: 0,
+            balance_micros_after: null,
+            version_after: null,
+            crossed_zero: false,
+          };
+        }
       } catch (error) {
+        await open.rollback();
         if (cannotPay(error)) throw insufficientBalance();
         throw error;
+      } finally {
+        await open.release();
       }
+      await recordStanding(payer, charged)?.().catch(onError);
+      await runTasks(onError);
+      return { result, costMicros: charged.charged_micros };
     },
 
     /**
