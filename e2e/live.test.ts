@@ -4,19 +4,10 @@
  * control plane meters from LiveKit's webhooks once the participants have left.
  */
 import { TrackSource } from 'livekit-server-sdk';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Container } from '../control-plane/src/container.js';
-import { disposeLiveKit, join, joinFailure, type LiveParticipant, roomService } from './support/livekit.js';
-import {
-  api,
-  type Customer,
-  createCustomer,
-  meterNow,
-  openContainer,
-  stackSettings,
-} from './support/stack.js';
-
-type StackCustomer = Awaited<ReturnType<typeof createCustomer>>;
+import { describe, expect, it } from 'vitest';
+import { useLiveSuite } from './support/live-suite.js';
+import { joinFailure, type LiveParticipant, roomService } from './support/livekit.js';
+import { api, type Customer, createCustomer, stackSettings } from './support/stack.js';
 
 interface LiveToken {
   url: string;
@@ -46,18 +37,7 @@ const SESSION_MS = 3_000;
 /** Webhooks are asynchronous: how long usage may take to show a session. */
 const METERING_WAIT_MS = 15_000;
 
-let container: Container;
-const participants: LiveParticipant[] = [];
-beforeAll(async () => {
-  container = await openContainer();
-});
-afterEach(async () => {
-  await Promise.all(participants.splice(0).map((participant) => participant.leave()));
-});
-afterAll(async () => {
-  await disposeLiveKit();
-  await container.close();
-});
+const live = useLiveSuite();
 
 async function mint(customer: Customer, request: TokenRequest): Promise<LiveToken> {
   const response = await api<LiveToken>(customer, 'POST', '/v1/realtime/live/tokens', request);
@@ -68,9 +48,7 @@ async function mint(customer: Customer, request: TokenRequest): Promise<LiveToke
 /** Joins with a minted token; the participant leaves after the test whatever happens. */
 async function enter(customer: Customer, request: TokenRequest): Promise<LiveParticipant> {
   const { url, token } = await mint(customer, request);
-  const participant = await join(url, token);
-  participants.push(participant);
-  return participant;
+  return live.join(url, token);
 }
 
 /** Everyone stays a few seconds, then leaves: a session the control plane will meter. */
@@ -83,21 +61,6 @@ async function holdAndLeave(...present: LiveParticipant[]): Promise<void> {
 async function serverView(participant: LiveParticipant) {
   const info = await roomService().getParticipant(participant.room.name!, participant.identity);
   return { permission: info.permission, sources: info.tracks.map((track) => track.source) };
-}
-
-/**
- * Uses up the account's free minutes of a metric for the month, so that the minutes the test makes
- * are priced; returns the price per minute in micro-dollars.
- */
-async function priceBeyondAllowance(
-  customer: StackCustomer,
-  product: string,
-  metric: string,
-): Promise<number> {
-  const price = (await container.prices.table()).get(`${product}.${metric}`)!;
-  const payer = { accountId: customer.account.id, appId: customer.app.id, mode: customer.key.mode };
-  await meterNow(container, payer, [{ product, metric, quantity: price.allowance }]);
-  return price.priceMicros;
 }
 
 /**
@@ -158,14 +121,13 @@ async function expectBilled(
 
 describe('live streams on LiveKit', () => {
   it('streams a publisher’s camera and microphone to a viewer', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(live.container);
     const publisherToken = await mint(customer, { room: 'stage', identity: 'host', publish: true });
     expect(publisherToken.url).toBe(stackSettings().SVC_LIVEKIT_PUBLIC_URL);
     expect(publisherToken.room).toMatch(/^[^.]+\.stage$/);
     expect(publisherToken.expires_in).toBe(7200);
 
-    const host = await join(publisherToken.url, publisherToken.token);
-    participants.push(host);
+    const host = await live.join(publisherToken.url, publisherToken.token);
     await host.publishVideo(1280, 720);
     await host.publishAudio();
     const viewer = await enter(customer, { room: 'stage', identity: 'fan' });
@@ -180,7 +142,7 @@ describe('live streams on LiveKit', () => {
   });
 
   it('refuses a viewer’s tracks: its token lets it watch only', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(live.container);
     const viewer = await enter(customer, { room: 'stage', identity: 'fan' });
 
     // LiveKit ignores a refused publish request (it logs "no permission to publish track"); the
@@ -194,8 +156,8 @@ describe('live streams on LiveKit', () => {
 
   it('bills the minutes of a publisher and a viewer at their quality, and takes a live key’s from the balance', async () => {
     const openingMicros = 5_000_000;
-    const customer = await createCustomer(container, { mode: 'live', balanceMicros: openingMicros });
-    const price = await priceBeyondAllowance(customer, 'live', 'hd_minutes');
+    const customer = await createCustomer(live.container, { mode: 'live', balanceMicros: openingMicros });
+    const price = await live.priceBeyondAllowance(customer, 'live', 'hd_minutes');
     const host = await enter(customer, { room: 'show', identity: 'host', publish: true });
     await host.publishVideo(1280, 720);
     const viewer = await enter(customer, { room: 'show', identity: 'fan' });
@@ -214,9 +176,9 @@ describe('live streams on LiveKit', () => {
 
 describe('calls and audio rooms on LiveKit', () => {
   it('bills a caller declared hd who sends 1080p at the fhd price', async () => {
-    const customer = await createCustomer(container);
-    const fhdPrice = await priceBeyondAllowance(customer, 'calls', 'fhd_minutes');
-    const hdPrice = await priceBeyondAllowance(customer, 'calls', 'hd_minutes');
+    const customer = await createCustomer(live.container);
+    const fhdPrice = await live.priceBeyondAllowance(customer, 'calls', 'fhd_minutes');
+    const hdPrice = await live.priceBeyondAllowance(customer, 'calls', 'hd_minutes');
     // Calls publish by default; both declare hd.
     const ana = await enter(customer, { room: 'standup', identity: 'ana', kind: 'call', quality: 'hd' });
     const bo = await enter(customer, { room: 'standup', identity: 'bo', kind: 'call', quality: 'hd' });
@@ -231,8 +193,8 @@ describe('calls and audio rooms on LiveKit', () => {
   });
 
   it('lets an audio token publish a microphone but not a camera, and bills audio minutes', async () => {
-    const customer = await createCustomer(container);
-    const price = await priceBeyondAllowance(customer, 'calls', 'audio_minutes');
+    const customer = await createCustomer(live.container);
+    const price = await live.priceBeyondAllowance(customer, 'calls', 'audio_minutes');
     const dj = await enter(customer, { room: 'radio', identity: 'dj', kind: 'audio' });
     const listener = await enter(customer, { room: 'radio', identity: 'listener', kind: 'audio' });
 
@@ -250,7 +212,7 @@ describe('calls and audio rooms on LiveKit', () => {
   });
 
   it('refuses the participant past the app’s max_room_size', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(live.container);
     expect((await api(customer, 'PATCH', '/v1/realtime/app', { max_room_size: 2 })).status).toBe(200);
     const ana = await enter(customer, { room: 'pair', identity: 'ana', kind: 'call' });
     const bo = await enter(customer, { room: 'pair', identity: 'bo', kind: 'call' });

@@ -6,17 +6,11 @@
  * Meanwhile an account that can pay stays in its room.
  */
 import { DisconnectReason } from '@livekit/rtc-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Container } from '../control-plane/src/container.js';
+import { describe, expect, it } from 'vitest';
 import { SPEND_GUARD_EVERY_MS } from '../control-plane/src/modules/live/service.js';
-import {
-  disposeLiveKit,
-  join,
-  type LiveParticipant,
-  type RoomNotice,
-  roomService,
-} from './support/livekit.js';
-import { api, type Customer, createCustomer, meterNow, openContainer } from './support/stack.js';
+import { useLiveSuite } from './support/live-suite.js';
+import { type LiveParticipant, type RoomNotice, roomService } from './support/livekit.js';
+import { api, type Customer, createCustomer } from './support/stack.js';
 
 type StackCustomer = Awaited<ReturnType<typeof createCustomer>>;
 
@@ -53,18 +47,7 @@ const CONTROL_STAY_MS = 2 * SPEND_GUARD_EVERY_MS + 1_000;
 const PRODUCT = 'live';
 const METRIC = 'fhd_minutes';
 
-let container: Container;
-const participants: LiveParticipant[] = [];
-beforeAll(async () => {
-  container = await openContainer();
-});
-afterEach(async () => {
-  await Promise.all(participants.splice(0).map((participant) => participant.leave()));
-});
-afterAll(async () => {
-  await disposeLiveKit();
-  await container.close();
-});
+const live = useLiveSuite();
 
 async function mintResponse(customer: Customer, room: string, identity: string) {
   return api<LiveToken & { error?: { code?: string } }>(customer, 'POST', '/v1/realtime/live/tokens', {
@@ -83,22 +66,10 @@ async function mint(customer: Customer, room: string, identity: string): Promise
 }
 
 /** Joins with a token; the participant leaves after the test whatever happens. */
-async function enter(token: LiveToken): Promise<LiveParticipant> {
-  const participant = await join(token.url, token.token);
-  participants.push(participant);
-  return participant;
-}
+const enter = (token: LiveToken) => live.join(token.url, token.token);
 
-/**
- * Uses up the account's free minutes of the metric this month, so every second of a session is
- * priced; returns the price per minute in micro-dollars.
- */
-async function useUpAllowance(customer: StackCustomer): Promise<number> {
-  const price = (await container.prices.table()).get(`${PRODUCT}.${METRIC}`)!;
-  const payer = { accountId: customer.account.id, appId: customer.app.id, mode: customer.key.mode };
-  await meterNow(container, payer, [{ product: PRODUCT, metric: METRIC, quantity: price.allowance }]);
-  return price.priceMicros;
-}
+/** Uses up the account's free minutes of the metric, so every second of a session is priced. */
+const useUpAllowance = (customer: StackCustomer) => live.priceBeyondAllowance(customer, PRODUCT, METRIC);
 
 async function balance(customer: Customer): Promise<Balance> {
   const response = await api<Balance>(customer, 'GET', '/v1/realtime/balance');
@@ -150,8 +121,8 @@ let earlierToken: LiveToken | undefined;
 describe('the spend guard on LiveKit', () => {
   it('removes the participant of a live account that cannot pay, bills it and refuses new tokens, while a funded account stays', async () => {
     const openingMicros = 1;
-    const broke = await createCustomer(container, { mode: 'live', balanceMicros: openingMicros });
-    const funded = await createCustomer(container, { mode: 'live', balanceMicros: 10_000_000 });
+    const broke = await createCustomer(live.container, { mode: 'live', balanceMicros: openingMicros });
+    const funded = await createCustomer(live.container, { mode: 'live', balanceMicros: 10_000_000 });
     const [price] = await Promise.all([useUpAllowance(broke), useUpAllowance(funded)]);
     const [brokeToken, fundedToken] = await Promise.all([
       mint(broke, 'stage', 'host'),

@@ -3,7 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ledgerTotals } from './ledger.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
-import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress } from './support.js';
+import {
+  callWithKey,
+  createCustomer,
+  meterNow,
+  startTestApp,
+  type TestContext,
+  uniqueAddress,
+} from './support.js';
 
 /** writes.calls at its shipped price, with no free allowance. */
 const WRITE_PRICE = 500;
@@ -175,13 +182,7 @@ describe('plans', () => {
 
 describe('a live balance at zero or below', () => {
   const keyed = (token: string, method: 'POST' | 'GET', url: string, payload?: object) =>
-    ctx.app.inject({
-      method,
-      url,
-      headers: { authorization: `Bearer ${token}` },
-      remoteAddress: uniqueAddress(),
-      ...(payload ? { payload } : {}),
-    });
+    callWithKey(ctx.app, token, method, url, payload);
   const upload = { name: 'a.txt', content_type: 'text/plain', size_bytes: 1 };
 
   it('refuses priced calls with 402 even inside a free allowance, and mints', async () => {

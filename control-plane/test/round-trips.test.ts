@@ -1,7 +1,7 @@
 import type { Interceptor } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
-import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /**
  * What each hot path sends to PostgreSQL and Redis once the caches are warm, held so that it cannot
@@ -44,13 +44,7 @@ async function sentBy(call: () => Promise<{ statusCode: number }>, expectedStatu
 }
 
 const keyed = (token: string, method: 'GET' | 'POST', url: string, payload?: object) => () =>
-  ctx.app.inject({
-    method,
-    url,
-    headers: { authorization: `Bearer ${token}` },
-    remoteAddress: uniqueAddress(),
-    ...(payload ? { payload } : {}),
-  });
+  callWithKey(ctx.app, token, method, url, payload);
 
 describe('round trips', () => {
   it('of a priced call: the work and its charge in one transaction, admission in one Redis script', async () => {

@@ -68,14 +68,15 @@ export function normaliseUsages(usages: readonly Usage[], table: PriceTable): Re
     .filter((usage) => usage.quantity > 0);
 }
 
-/**
- * The one way usage is metered and charged. Every charge is one call of the SQL function svc_meter in
- * the caller's transaction: it takes the account's row lock first (live keys), then the allowance and
- * usage rows in metric order, then the app's usage line of the day. Test keys are metered and priced
- * the same way and never charged.
- */
 /** What a charge reports back: the cost, and the balance it left (live keys that were charged). */
 type Charged = z.infer<typeof MeterResult>;
+
+const NOTHING_CHARGED: Charged = {
+  charged_micros: 0,
+  balance_micros_after: null,
+  version_after: null,
+  crossed_zero: false,
+};
 
 /** The notice svc_charge_at_commit raises inside COMMIT (migrations/0007_charge_at_commit.sql). */
 const CHARGED_NOTICE = /^svc_charged (\d+) (-?\d+|-) (\d+|-) ([tf])$/;
@@ -207,12 +208,7 @@ export function createMetering(deps: {
           charged = await chargeAndCommit(open, payer, metered);
         } else {
           await open.commit();
-          charged = {
-            charged_micros: 0,
-            balance_micros_after: null,
-            version_after: null,
-            crossed_zero: false,
-          };
+          charged = NOTHING_CHARGED;
         }
       } catch (error) {
         await open.rollback();
