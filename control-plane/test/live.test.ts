@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { EVENT_RETENTION_MS, RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
 import { liveStore } from '../src/modules/live/store.js';
-import { deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
+import { attributes, deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 let ctx: TestContext;
@@ -218,6 +218,19 @@ describe('LiveKit webhooks', () => {
       ]),
     );
     expect(rows).toHaveLength(2);
+  });
+
+  it('bill a participant who left within its first second for that second', async () => {
+    // LiveKit stamps the leave to the whole second, which can fall before a join 0.7 s into it.
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'blink');
+    const second = Math.floor(ctx.clock.now().getTime() / 1000) - 5;
+    const who = participant('PA_blink', name, attributes('live', 'fhd'), new Date(second * 1000 + 700));
+    await deliver({ event: 'participant_joined', ...who });
+    await deliver({ event: 'participant_left', createdAt: String(second), ...who });
+    expect(await usageRows(account.id)).toEqual([
+      expect.objectContaining({ product: 'live', metric: 'fhd_minutes', quantity: 0.016667 }),
+    ]);
   });
 
   it('with a bad or missing signature are refused and change nothing', async () => {

@@ -118,8 +118,11 @@ export function createLiveService(deps: {
   ) {
     const usages = new Map<string, { payer: Payer; usages: Usage[] }>();
     for (const session of sessions) {
-      const leftAt = endedAt(session) ?? session.joined_at;
-      const billed = seconds(session.joined_at, leftAt);
+      const ended = endedAt(session);
+      // LiveKit stamps a leave to the whole second, which can fall before a join made later in that
+      // second: a session that became active is billed at least its first second.
+      const billed = ended ? Math.max(1, seconds(session.joined_at, ended)) : 0;
+      const leftAt = new Date(Math.max(session.joined_at.getTime(), ended?.getTime() ?? 0));
       await liveStore(tx).close(session.participant_sid, leftAt, billed);
       const payer = payerOf(session);
       const key = `${payer.accountId}:${payer.appId}:${payer.mode}`;
