@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
-import { api, createCustomer } from '../e2e/support/stack.js';
+import { api, createCustomer, ejabberdAsOperator } from '../e2e/support/stack.js';
 import { type ChatCredential, connect } from '../e2e/support/xmpp.js';
 import { report, runConcurrently, useTestStackSettings } from './support.js';
 
@@ -71,10 +71,10 @@ let registering = 0;
 await runConcurrently(logins, concurrency, async () => {
   const i = registering++;
   const credential = onHost('bench.local', i, randomBytes(16).toString('hex'));
-  const registered = await fetch(`${settings.SVC_EJABBERD_API_URL}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ user: credential.user, host: credential.domain, password: credential.password }),
+  const registered = await ejabberdAsOperator(settings, 'register', {
+    user: credential.user,
+    host: credential.domain,
+    password: credential.password,
   });
   if (registered.status !== 200) throw new Error(`register failed: ${await registered.text()}`);
   internal[i] = credential;
@@ -100,9 +100,13 @@ console.log(`ratio of login throughput, bridge / internal: ${(bridge / own).toFi
 
 const callback = async (i: number) => {
   const credential = credentials[i]!;
-  const response = await fetch(`${settings.SVC_PUBLIC_URL}/internal/ejabberd/auth`, {
+  const internalUrl = `http://${settings.SVC_INTERNAL_HOST}:${settings.SVC_INTERNAL_PORT}`;
+  const response = await fetch(`${internalUrl}/internal/ejabberd/auth`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${settings.SVC_INTERNAL_SECRET}` },
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${settings.SVC_EJABBERD_AUTH_SECRET}`,
+    },
     body: JSON.stringify({
       op: 'auth',
       user: credential.user,

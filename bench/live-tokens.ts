@@ -19,6 +19,7 @@ const concurrency = Number(process.argv[3] ?? 16);
 const settings = loadSettings(process.env);
 const container = await createContainer(settings);
 const app = await buildApp(container, { logger: false });
+const internal = await buildApp(container, { logger: false, listener: 'internal' });
 await app.ready();
 const { token } = await createCustomer(container, { plan: 'scale', dailyRequestCap: 10_000_000 });
 
@@ -79,7 +80,7 @@ const deliveries = await Promise.all(
 );
 await measure('LiveKit webhooks handled', async (i) => {
   const { body, authorization } = deliveries[i]!;
-  const response = await app.inject({
+  const response = await internal.inject({
     method: 'POST',
     url: '/internal/livekit/webhook',
     headers: { 'content-type': 'application/webhook+json', authorization },
@@ -87,5 +88,5 @@ await measure('LiveKit webhooks handled', async (i) => {
   });
   if (response.statusCode !== 200) throw new Error(`webhook refused: ${response.body}`);
 });
-await app.close();
+await Promise.all([app.close(), internal.close()]);
 await container.close();

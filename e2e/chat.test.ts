@@ -136,6 +136,28 @@ describe('chat on ejabberd', () => {
   });
 });
 
+describe('ids as apps have them', () => {
+  it('logs in an id and its lowercase twin as two users, each receiving only its own messages', async () => {
+    const customer = await createCustomer(container);
+    const upper = await online(await mint(customer, 'Alice'));
+    const lower = await online(await mint(customer, 'alice'));
+    const email = await online(await mint(customer, 'Ana.Lopez+chat@example.com'));
+    // The server bound each session to the JID its credential names, and they are three.
+    const bound = [upper, lower, email].map((session) => session.xmpp.jid?.bare().toString());
+    expect(bound).toEqual([upper.credential.jid, lower.credential.jid, email.credential.jid]);
+    expect(new Set(bound).size).toBe(3);
+
+    const atUpper = upper.next((s) => s.is('message') && bodyOf(s) === 'for Alice');
+    await email.xmpp.send(
+      xml('message', { to: upper.credential.jid, type: 'chat' }, xml('body', {}, 'for Alice')),
+    );
+    expect(String((await atUpper).attrs.from).split('/')[0]).toBe(email.credential.jid);
+    await expect(lower.next((s) => s.is('message') && bodyOf(s) === 'for Alice', 1_500)).rejects.toThrow(
+      /no matching stanza/,
+    );
+  });
+});
+
 describe('isolation between apps', () => {
   it('keeps a user from reaching another app’s users and from joining its rooms', async () => {
     const first = await createCustomer(container);

@@ -11,7 +11,7 @@
 -behaviour(gen_mod).
 
 -export([start/2, stop/1, depends/2, mod_options/1, mod_doc/0]).
--export([user_send_packet/1, filter_packet/1, store_mam_message/7]).
+-export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3]).
 -export([set_archiving/2, get_archiving/1]).
 
 -include("logger.hrl").
@@ -38,6 +38,7 @@ start(Host, _Opts) ->
             ejabberd_hooks:add(user_send_packet, Host, ?MODULE, user_send_packet, 10),
             %% Before mod_mam's own store_mam_message (100), which writes the archive.
             ejabberd_hooks:add(store_mam_message, Host, ?MODULE, store_mam_message, 50),
+            ejabberd_hooks:add(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
             %% Node-wide (one router for every host); adding it again for a second host is a no-op.
             ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
             ejabberd_commands:register_commands(?MODULE, commands()),
@@ -49,6 +50,7 @@ start(Host, _Opts) ->
 stop(Host) ->
     ejabberd_hooks:delete(user_send_packet, Host, ?MODULE, user_send_packet, 10),
     ejabberd_hooks:delete(store_mam_message, Host, ?MODULE, store_mam_message, 50),
+    ejabberd_hooks:delete(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
         false ->
@@ -63,6 +65,18 @@ mod_options(_Host) -> [].
 mod_doc() ->
     #{desc => [<<"Keeps app-scoped chat addresses apart and archives each app's "
                  "messages only when svc_set_archiving enabled it.">>]}.
+
+%%--------------------------------------------------------------------
+%% API accounts
+%%--------------------------------------------------------------------
+
+%% The HTTP API's accounts (ejabberd_auth_svc_api) are credentials for the API, never chat users: a
+%% client that signs in with one is disconnected before its session opens. (ejabberd 23.01's WebSocket
+%% listener takes no `access` option, so the c2s access rule cannot say it.)
+c2s_auth_result(#{auth_module := ejabberd_auth_svc_api, lang := Lang} = State, true, _User) ->
+    {stop, ejabberd_c2s:send(State, xmpp:serr_not_authorized(<<"An API account cannot sign in to chat">>, Lang))};
+c2s_auth_result(State, _Result, _User) ->
+    State.
 
 %%--------------------------------------------------------------------
 %% Isolation

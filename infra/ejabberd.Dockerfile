@@ -38,26 +38,30 @@ RUN chown root:ejabberd /etc/ejabberd/ejabberd.yml && chmod 0640 /etc/ejabberd/e
 
 # mod_svc_scope, compiled against this image's own ejabberd and xmpp headers, and the auth bridge.
 # Neither dir is named ejabberd*: OTP would take a code path dir of that name for ejabberd's lib dir.
-COPY ejabberd/mod_svc_scope.erl /tmp/mod_svc_scope.erl
+COPY ejabberd/mod_svc_scope.erl ejabberd/ejabberd_auth_svc_api.erl /tmp/
 COPY ejabberd/extauth-bridge.mjs ejabberd/extauth-protocol.mjs /usr/local/lib/svc-extauth/
 RUN install -d /usr/local/lib/mod_svc_scope/ebin \
     && erlc -pa /usr/lib/ejabberd-erl-libs/ejabberd-23.01/ebin \
         -I /usr/lib/ejabberd-erl-libs/ejabberd-23.01/include \
         -I "$(echo /usr/lib/erlang/lib/p1_xmpp-*/include)" \
-        -o /usr/local/lib/mod_svc_scope/ebin /tmp/mod_svc_scope.erl \
-    && rm /tmp/mod_svc_scope.erl
+        -o /usr/local/lib/mod_svc_scope/ebin /tmp/mod_svc_scope.erl /tmp/ejabberd_auth_svc_api.erl \
+    && rm /tmp/mod_svc_scope.erl /tmp/ejabberd_auth_svc_api.erl
 
 # The container's start: the bridge takes a config file (as on the native path), so this writes one
 # from the environment that compose.yaml passes (EXTAUTH_URL, EXTAUTH_SECRET), readable by ejabberd
-# only, then starts the CMD without the secret in its environment.
+# only, turns the API accounts' secrets into the digests ejabberd_auth_svc_api reads
+# (SVC_EJABBERD_API_ACCOUNTS), then starts the CMD without any secret in its environment.
 RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-extauth \
     && printf '%s\n' \
         '#!/bin/sh' \
         'set -eu' \
         ': "${EXTAUTH_URL:?set EXTAUTH_URL}" "${EXTAUTH_SECRET:?set EXTAUTH_SECRET}"' \
+        ': "${EJABBERD_API_SECRET:?set EJABBERD_API_SECRET}" "${EJABBERD_OPERATOR_SECRET:?set EJABBERD_OPERATOR_SECRET}"' \
         'umask 077' \
         'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ url: process.env.EXTAUTH_URL, secret: process.env.EXTAUTH_SECRET }))" /run/svc-extauth/extauth.json' \
-        'exec env -u EXTAUTH_SECRET "$@"' \
+        'SVC_EJABBERD_API_ACCOUNTS="$(node -e "const d = (s) => require(\"crypto\").createHash(\"sha256\").update(s).digest(\"hex\"); process.stdout.write(\"svc-api=\" + d(process.env.EJABBERD_API_SECRET) + \",svc-operator=\" + d(process.env.EJABBERD_OPERATOR_SECRET))")"' \
+        'export SVC_EJABBERD_API_ACCOUNTS' \
+        'exec env -u EXTAUTH_SECRET -u EJABBERD_API_SECRET -u EJABBERD_OPERATOR_SECRET "$@"' \
         > /usr/local/bin/svc-ejabberd-start \
     && chmod 0755 /usr/local/bin/svc-ejabberd-start
 

@@ -5,7 +5,7 @@ import Fastify from 'fastify';
 import type { Container } from './container.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
-import { registerMetrics } from './http/metrics.js';
+import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
 import { registerRoutes } from './http/pipeline.js';
 import { registerValidation } from './http/validation.js';
 import { billingRoutes } from './modules/billing/routes.js';
@@ -16,9 +16,10 @@ import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
 import { storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { EXTERNAL_ID_MAX_BYTES } from './platform/identities.js';
 import { formatUsd } from './platform/money.js';
 import { errorForLog } from './platform/redaction.js';
-import type { Route } from './platform/route.js';
+import { type Listener, listenerOf, type Route } from './platform/route.js';
 
 export const API_VERSION = '1.1.0';
 
@@ -40,6 +41,10 @@ export interface BuildAppOptions {
   logger?: false | { level?: string; stream?: { write(line: string): void } };
   /** More declared operations (tests and benchmarks add probes through the same pipeline). */
   routes?: Route[];
+  /** Which listener's operations this app serves (default public); see `listenerOf`. */
+  listener?: Listener;
+  /** Shared by a control plane's two listeners, so that /metrics reports both. */
+  metrics?: HttpMetrics;
 }
 
 export async function buildApp(container: Container, options: BuildAppOptions = {}) {
@@ -62,9 +67,12 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     requestIdHeader: false,
     genReqId: (request) => requestId(request.headers['x-request-id']),
     trustProxy: trustProxy(container.settings.SVC_TRUST_PROXY),
-    // A path fastify's router refuses (a parameter over 100 characters, bad percent-encoding) gets
+    // A path fastify's router refuses (a parameter over 128 characters, bad percent-encoding) gets
     // the spec's error body too.
     frameworkErrors: renderError,
+    // An app's id travels in paths (DELETE /v1/realtime/chat/tokens/{user_id}): up to 128 bytes of
+    // UTF-8, which is at most 128 UTF-16 units once decoded, where the router measures it.
+    routerOptions: { maxParamLength: EXTERNAL_ID_MAX_BYTES },
     // A client that trickles its headers or body is cut off (408) instead of holding a socket forever.
     requestTimeout: container.settings.SVC_REQUEST_TIMEOUT_MS,
     http: {
@@ -87,47 +95,62 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     reply.header(COST_HEADER, formatUsd(request.costMicros));
   });
   registerErrorHandling(app);
-  const metrics = registerMetrics(app);
+  const metrics = options.metrics ?? createHttpMetrics();
+  metrics.observe(app);
+  const listener = options.listener ?? 'public';
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Realtime, Messaging, Storage and Public-Data API',
-        version: API_VERSION,
-        description: 'One API key and one prepaid balance for chat, live, storage, shield, messaging and AI.',
-      },
-      servers: [{ url: container.settings.SVC_PUBLIC_URL }],
-      components: {
-        securitySchemes: {
-          bearerKey: { type: 'http', scheme: 'bearer', description: 'Secret key: svc_live_… or svc_test_…' },
-          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-          publishableKey: { type: 'apiKey', in: 'header', name: 'X-Publishable-Key' },
+  // The OpenAPI document is the public listener's, and describes only its operations.
+  if (listener === 'public')
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'Realtime, Messaging, Storage and Public-Data API',
+          version: API_VERSION,
+          description:
+            'One API key and one prepaid balance for chat, live, storage, shield, messaging and AI.',
+        },
+        servers: [{ url: container.settings.SVC_PUBLIC_URL }],
+        components: {
+          securitySchemes: {
+            bearerKey: {
+              type: 'http',
+              scheme: 'bearer',
+              description: 'Secret key: svc_live_… or svc_test_…',
+            },
+            apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+            publishableKey: { type: 'apiKey', in: 'header', name: 'X-Publishable-Key' },
+          },
         },
       },
-    },
-  });
+    });
 
-  // Every operation of the service, declared by its module; the order is the OpenAPI document's.
+  // Every operation of the service, declared by its module (the order is the OpenAPI document's), on
+  // the listener it belongs to.
+  const routes = [
+    ...systemRoutes({ probes: container.probes, metrics: metrics.registry, openapi: () => app.swagger() }),
+    ...pricingRoutes(container.prices),
+    ...billingRoutes(container.billing),
+    ...realtimeRoutes(container.realtime),
+    ...chatRoutes(container.chat),
+    ...liveRoutes(container.live),
+    ...storageRoutes(container.storage),
+    ...shieldRoutes(container.shield),
+    ...(options.routes ?? []),
+  ];
   registerRoutes(
     app,
-    [
-      ...systemRoutes({ probes: container.probes, metrics, openapi: () => app.swagger() }),
-      ...pricingRoutes(container.prices),
-      ...billingRoutes(container.billing),
-      ...realtimeRoutes(container.realtime),
-      ...chatRoutes(container.chat),
-      ...liveRoutes(container.live),
-      ...storageRoutes(container.storage),
-      ...shieldRoutes(container.shield),
-      ...(options.routes ?? []),
-    ],
+    routes.filter((declared) => listenerOf(declared) === listener),
     {
       keys: container.accounts.resolver,
       admission: container.admission,
       metering: container.metering,
       accrual: container.accrual,
-      internalSecret: container.settings.SVC_INTERNAL_SECRET,
+      idempotency: container.idempotency,
+      internalSecrets: {
+        ejabberd: container.settings.SVC_EJABBERD_AUTH_SECRET,
+        minio: container.settings.SVC_MINIO_WEBHOOK_SECRET,
+      },
     },
   );
   return app;

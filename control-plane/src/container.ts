@@ -38,6 +38,7 @@ export async function createContainer(
   const onError = options.onError ?? (() => {});
   const ejabberd = createEjabberdClient({
     apiUrl: settings.SVC_EJABBERD_API_URL,
+    apiSecret: settings.SVC_EJABBERD_API_SECRET,
     chatDomain: settings.SVC_CHAT_DOMAIN,
     mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
   });
@@ -100,7 +101,7 @@ export async function createContainer(
     }),
     objects,
     storage: createStorageService({ pool, clock, objects, metering, onError }),
-    shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_INTERNAL_SECRET }),
+    shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {
         await pool.query(sqlSelectOne);
@@ -109,7 +110,7 @@ export async function createContainer(
         await redis.ping();
       },
       ...serverProbes({
-        ejabberdApiUrl: settings.SVC_EJABBERD_API_URL,
+        ejabberdStatus: ejabberd.status,
         livekitUrl: settings.SVC_LIVEKIT_URL,
         s3Endpoint: settings.SVC_S3_ENDPOINT,
       }),

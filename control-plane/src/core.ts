@@ -8,6 +8,7 @@ import { type BillingService, createBillingService } from './modules/billing/ser
 import { type Accrual, createAccrual } from './platform/accrual.js';
 import { createInvalidationBus, type InvalidationBus } from './platform/cache.js';
 import { type Clock, systemClock } from './platform/clock.js';
+import { createIdempotency, type Idempotency } from './platform/idempotency.js';
 import { createMetering, type Metering } from './platform/metering.js';
 import { createPrices, type Prices, parseConfiguredPricing } from './platform/prices.js';
 import { createStanding, type Standing } from './platform/standing.js';
@@ -26,6 +27,7 @@ export interface Core {
   standing: Standing;
   metering: Metering;
   accrual: Accrual;
+  idempotency: Idempotency;
   accounts: AccountsService;
   billing: BillingService;
   close(): Promise<void>;
@@ -59,6 +61,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     standing,
     metering,
     accrual: createAccrual({ pool, redis, clock, metering, prices, onError }),
+    idempotency: createIdempotency({ pool, clock }),
     accounts: createAccountsService({ pool, clock, bus }),
     billing: createBillingService({ pool, clock, prices, standing, onError }),
     close: async () => {

@@ -2,6 +2,7 @@ import { buildApp } from './app.js';
 import { ConfigError, loadSettings } from './config/load.js';
 import { createContainer } from './container.js';
 import { runMigrations } from './db/migrate.js';
+import { createHttpMetrics } from './http/metrics.js';
 import { startMaintenance } from './maintenance.js';
 
 async function main(): Promise<void> {
@@ -21,10 +22,15 @@ async function main(): Promise<void> {
     onError: (error) =>
       log?.warn({ err: error }, 'a notice after a commit failed; its safety net will catch up'),
   });
-  const app = await buildApp(container);
+  // Two listeners on one set of services: the public API, and the bundled servers' callbacks with
+  // /metrics on an address that is never published (loopback, or the internal network in compose).
+  const metrics = createHttpMetrics();
+  const app = await buildApp(container, { metrics });
+  const internal = await buildApp(container, { metrics, listener: 'internal' });
   log = app.log;
   const applied = await runMigrations(container.pool);
   if (applied.length > 0) app.log.info({ migrations: applied }, 'migrations applied');
+  await internal.listen({ host: settings.SVC_INTERNAL_HOST, port: settings.SVC_INTERNAL_PORT });
   await app.listen({ host: settings.SVC_HOST, port: settings.SVC_PORT });
   const stopMaintenance = startMaintenance(container, app.log);
 
@@ -38,7 +44,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }, settings.SVC_SHUTDOWN_GRACE_MS);
     force.unref();
-    await app.close();
+    await Promise.all([app.close(), internal.close()]);
     await stopMaintenance();
     await container.close();
     process.exit(0);

@@ -20,9 +20,10 @@ interface Task {
  * Background work of the control plane, each task at start and then on its own period: accrued usage
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
  * storage bucket's setup (until it succeeds), storage expiry and the daily stored-bytes metering
- * (every minute), and pruning LiveKit webhook ids past their retention. Each task is idempotent and
- * safe on several replicas; the sweeps run on one replica at a time (a lease). A failing one is logged
- * and runs again at its next turn, never stopping the others. A task never overlaps itself.
+ * (every minute), and pruning LiveKit webhook ids and idempotency keys past their retention. Each
+ * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
+ * A failing one is logged and runs again at its next turn, never stopping the others. A task never
+ * overlaps itself.
  */
 export function startMaintenance(container: Container, log: FastifyBaseLogger): () => Promise<void> {
   let bucketReady = false;
@@ -73,6 +74,15 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       run: async () => {
         const { pruned } = await container.live.pruneEvents();
         if (pruned > 0) log.info({ pruned }, 'pruned LiveKit webhook ids past their retention');
+      },
+    },
+    {
+      name: 'idempotency keys pruning',
+      everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
+      run: async () => {
+        const { pruned } = await container.idempotency.prune();
+        if (pruned > 0) log.info({ pruned }, 'pruned idempotency keys past their 24 hours');
       },
     },
   ];

@@ -1,4 +1,7 @@
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { READABLE_NAMES, REAL_APP_IDS, REFUSED_APP_IDS, REFUSED_NAMES } from './identities.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 let ctx: TestContext;
@@ -13,8 +16,8 @@ const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, token: string, p
   callWithKey(ctx.app, token, method, url, payload);
 
 /** ejabberd's question as the external-auth bridge sends it. */
-const ask = (body: object, secret = ctx.container.settings.SVC_INTERNAL_SECRET) =>
-  ctx.app.inject({
+const ask = (body: object, secret = ctx.container.settings.SVC_EJABBERD_AUTH_SECRET) =>
+  ctx.internal.inject({
     method: 'POST',
     url: '/internal/ejabberd/auth',
     headers: { authorization: `Bearer ${secret}` },
@@ -70,31 +73,90 @@ describe('POST /v1/realtime/chat/tokens', () => {
     }
   });
 
-  it.each([
-    ['missing', undefined],
-    ['empty', ''],
-    ['upper case (JIDs fold case)', 'Ana'],
-    ['with @', 'ana@example.com'],
-    ['with a slash', 'a/b'],
-    ['with a space', 'a b'],
-    ['65 characters', 'a'.repeat(65)],
-    ['starting with a dot', '.ana'],
-  ])('refuses a user_id %s with 422', async (_case, userId) => {
+  it.each([['missing', undefined], ...Object.entries(REFUSED_APP_IDS)])(
+    'refuses a user_id %s with 422',
+    async (_case, userId) => {
+      const { token } = await createCustomer(ctx.container);
+      const response = await call(
+        'POST',
+        '/v1/realtime/chat/tokens',
+        token,
+        userId === undefined ? {} : { user_id: userId },
+      );
+      expect(response.statusCode).toBe(422);
+      expect(response.json().error.fields[0]).toMatchObject({ in: 'body', field: 'user_id' });
+    },
+  );
+
+  it('says what a user_id may hold when it refuses one', async () => {
     const { token } = await createCustomer(ctx.container);
-    const response = await call(
-      'POST',
-      '/v1/realtime/chat/tokens',
-      token,
-      userId === undefined ? {} : { user_id: userId },
-    );
-    expect(response.statusCode).toBe(422);
-    expect(response.json().error.fields[0]).toMatchObject({ in: 'body', field: 'user_id' });
+    const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana\u202Etxt' });
+    expect(response.json().error.fields).toEqual([
+      {
+        in: 'body',
+        field: 'user_id',
+        message: expect.stringMatching(/^must be 1-128 bytes .*no control, bidi/),
+      },
+    ]);
   });
 
-  it('accepts a 64-character user_id and a 64-character name, not 65', async () => {
+  it.each(Object.entries(REAL_APP_IDS))(
+    'accepts %s as user_id, under a JID of its own that logs in',
+    async (_kind, userId) => {
+      const { token } = await createCustomer(ctx.container);
+      const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: userId });
+      expect(response.statusCode).toBe(200);
+      const credential = response.json();
+      expect(credential.user).toMatch(/^[a-z0-9]{10}\.~[a-z2-7]+$/);
+      expect(credential.jid).toBe(`${credential.user}@chat.local`);
+      expect(credential.nickname).toBe(userId);
+      expect(await login(credential.user, credential.password)).toBe(true);
+    },
+  );
+
+  it('encodes an id that is not a plain node as "~" and the base32 of its UTF-8', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const credential = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'Alice' })).json();
+    // RFC 4648 base32 of "Alice", lowercase and unpadded: what the docs tell apps to expect.
+    expect(credential.user).toBe(`${credential.room_prefix}~ifwgsy3f`);
+  });
+
+  it('gives ids that differ only by case JIDs, passwords and revocations of their own', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const mint = async (userId: string) =>
+      (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: userId })).json();
+    for (const [upper, lower] of [
+      ['Alice', 'alice'],
+      ['3F2504E0-4F89-41D3-9A0C-0305E82C3301', '3f2504e0-4f89-41d3-9a0c-0305e82c3301'],
+    ] as const) {
+      const [first, second] = [await mint(upper), await mint(lower)];
+      expect(first.jid).not.toBe(second.jid);
+      expect(first.jid.toLowerCase()).not.toBe(second.jid.toLowerCase());
+      expect(await login(first.user, first.password)).toBe(true);
+      expect(await login(second.user, second.password)).toBe(true);
+      expect(await login(first.user, second.password)).toBe(false);
+
+      const revoked = await call('DELETE', `/v1/realtime/chat/tokens/${encodeURIComponent(upper)}`, token);
+      expect(revoked.json()).toMatchObject({ ok: true, id: upper, jid: first.jid, revoked: true });
+      expect(await login(first.user, first.password)).toBe(false);
+      expect(await login(second.user, second.password)).toBe(true);
+    }
+  });
+
+  it('revokes an id that needs percent-encoding in the path, up to 128 bytes', async () => {
+    const { token } = await createCustomer(ctx.container);
+    for (const userId of ['Ana.Lopez+chat@example.com', 'a/b?c#d', 'x'.repeat(128), '😀'.repeat(32)]) {
+      const credential = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: userId })).json();
+      const revoked = await call('DELETE', `/v1/realtime/chat/tokens/${encodeURIComponent(userId)}`, token);
+      expect(revoked.statusCode, userId).toBe(200);
+      expect(revoked.json()).toMatchObject({ id: userId, jid: credential.jid, revoked: true });
+    }
+  });
+
+  it('accepts a 128-byte user_id and a 64-character name, not more', async () => {
     const { token } = await createCustomer(ctx.container);
     const ok = await call('POST', '/v1/realtime/chat/tokens', token, {
-      user_id: 'b'.repeat(64),
+      user_id: 'b'.repeat(128),
       name: 'n'.repeat(64),
     });
     expect(ok.statusCode).toBe(200);
@@ -105,6 +167,23 @@ describe('POST /v1/realtime/chat/tokens', () => {
     expect(long.json().error.fields).toEqual([
       { in: 'body', field: 'name', message: 'must NOT have more than 64 characters' },
     ]);
+  });
+
+  it.each(Object.entries(REFUSED_NAMES))('refuses a name with %s', async (_case, name) => {
+    const { token } = await createCustomer(ctx.container);
+    const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'u', name });
+    expect(response.statusCode).toBe(422);
+    expect(response.json().error.fields).toEqual([
+      { in: 'body', field: 'name', message: expect.stringMatching(/bidi-control/) },
+    ]);
+  });
+
+  it('takes a name of any script, emoji sequences included', async () => {
+    const { token } = await createCustomer(ctx.container);
+    for (const name of READABLE_NAMES) {
+      const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'u', name });
+      expect(response.json().nickname).toBe(name);
+    }
   });
 
   it('answers 402 to a live key on an empty balance, and 403 when chat is switched off', async () => {
@@ -126,9 +205,20 @@ describe('POST /v1/realtime/chat/tokens', () => {
 });
 
 describe('the login callback', () => {
-  it('refuses a caller without the internal secret', async () => {
-    expect((await ask({ op: 'isuser', user: 'x.y', server: 'chat.local' }, 'wrong')).statusCode).toBe(401);
-    const none = await ctx.app.inject({
+  it('refuses a caller without the bridge’s own secret, and is not served on the public listener', async () => {
+    const question = { op: 'isuser', user: 'x.y', server: 'chat.local' };
+    expect((await ask(question, 'wrong')).statusCode).toBe(401);
+    // MinIO's secret is MinIO's: it opens no other caller's door.
+    expect((await ask(question, ctx.container.settings.SVC_MINIO_WEBHOOK_SECRET)).statusCode).toBe(401);
+    const publicly = await ctx.app.inject({
+      method: 'POST',
+      url: '/internal/ejabberd/auth',
+      headers: { authorization: `Bearer ${ctx.container.settings.SVC_EJABBERD_AUTH_SECRET}` },
+      payload: question,
+    });
+    expect(publicly.statusCode).toBe(404);
+    expect(publicly.json().error.type).toBe('not_found');
+    const none = await ctx.internal.inject({
       method: 'POST',
       url: '/internal/ejabberd/auth',
       payload: { op: 'isuser' },
@@ -139,7 +229,7 @@ describe('the login callback', () => {
   it('limits wrong internal secrets per address, and still lets the right one through', async () => {
     const address = uniqueAddress();
     const askFrom = (secret: string) =>
-      ctx.app.inject({
+      ctx.internal.inject({
         method: 'POST',
         url: '/internal/ejabberd/auth',
         headers: { authorization: `Bearer ${secret}` },
@@ -149,7 +239,7 @@ describe('the login callback', () => {
     for (let attempt = 1; attempt <= 20; attempt += 1)
       expect((await askFrom(`wrong-${attempt}`)).statusCode, `attempt ${attempt}`).toBe(401);
     expect((await askFrom('wrong-21')).statusCode).toBe(429);
-    expect((await askFrom(ctx.container.settings.SVC_INTERNAL_SECRET)).statusCode).toBe(200);
+    expect((await askFrom(ctx.container.settings.SVC_EJABBERD_AUTH_SECRET)).statusCode).toBe(200);
   });
 
   it('accepts the current password only: a replaced one, a revoked one and an expired one are refused', async () => {
@@ -226,10 +316,10 @@ describe('the login callback', () => {
         ).json();
       const auth = async (credential: { user: string; password: string }) =>
         (
-          await priced.app.inject({
+          await priced.internal.inject({
             method: 'POST',
             url: '/internal/ejabberd/auth',
-            headers: { authorization: `Bearer ${priced.container.settings.SVC_INTERNAL_SECRET}` },
+            headers: { authorization: `Bearer ${priced.container.settings.SVC_EJABBERD_AUTH_SECRET}` },
             payload: {
               op: 'auth',
               user: credential.user,
@@ -283,5 +373,34 @@ describe('the login callback', () => {
     } finally {
       await priced.close();
     }
+  });
+});
+
+describe('the login callback with ids that are not plain nodes', () => {
+  it('knows the user and counts the app’s own id as the monthly active user, not its node', async () => {
+    ctx.clock.set('2026-06-10T08:00:00Z');
+    const { token, app } = await createCustomer(ctx.container);
+    const mint = async (userId: string) =>
+      (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: userId })).json();
+    const [upper, lower] = [await mint('Alice'), await mint('alice')];
+    expect((await ask({ op: 'isuser', user: upper.user, server: 'chat.local' })).json().ok).toBe(true);
+    expect(await login(upper.user, upper.password)).toBe(true);
+    expect(await login(lower.user, lower.password)).toBe(true);
+    await ctx.container.accrual.flush();
+    const counted = await ctx.container.pool.anyFirst(
+      sql.type(z.object({ user_id: z.string() }))`
+        select user_id from chat_monthly_active_users where app_id = ${app.id} order by user_id`,
+    );
+    expect(counted).toEqual(['Alice', 'alice']);
+    ctx.clock.set(new Date());
+  });
+
+  it('refuses a node that is not the one its id is minted under', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const ana = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana' })).json();
+    // "~" and the base32 of "ana": decodes to ana, but ana's node is plain.
+    const encodedAna = `${ana.room_prefix}~mfxgc`;
+    expect(await login(encodedAna, ana.password)).toBe(false);
+    expect((await ask({ op: 'isuser', user: encodedAna, server: 'chat.local' })).json().ok).toBe(false);
   });
 });

@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+import {
+  createCustomer,
+  ejabberdAsOperator,
+  startTestApp,
+  type TestContext,
+  uniqueAddress,
+} from './support.js';
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -21,11 +27,7 @@ const call = (method: 'POST' | 'PATCH', url: string, token: string, payload: obj
 /** The room's options as ejabberd itself reports them. */
 async function roomOptions(address: string): Promise<Record<string, string>> {
   const [name, service] = address.split('@');
-  const response = await fetch(`${ctx.container.settings.SVC_EJABBERD_API_URL}/get_room_options`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name, service }),
-  });
+  const response = await ejabberdAsOperator(ctx.container.settings, 'get_room_options', { name, service });
   expect(response.status).toBe(200);
   return (await response.json()) as Record<string, string>;
 }
@@ -65,10 +67,32 @@ describe('POST /v1/realtime/chat/rooms', () => {
     });
   });
 
-  it.each(['', 'Lobby', 'a b', 'a@b', 'r'.repeat(65)])('refuses room name %j with 422', async (name) => {
+  it('keeps rooms whose names differ only by case apart, and sizes them all', async () => {
     const { token } = await createCustomer(ctx.container);
-    const response = await call('POST', '/v1/realtime/chat/rooms', token, { room: name });
-    expect(response.statusCode).toBe(422);
-    expect(response.json().error.fields[0]).toMatchObject({ in: 'body', field: 'room' });
+    const [upper, lower, email] = await Promise.all(
+      ['Lobby', 'lobby', 'Support@Acme'].map(async (name) => {
+        const response = await call('POST', '/v1/realtime/chat/rooms', token, { room: name });
+        expect(response.statusCode, name).toBe(200);
+        return response.json();
+      }),
+    );
+    expect(upper.room).toMatch(/^[a-z0-9]{10}\.~jrxweytz@conference\.chat\.local$/);
+    expect(lower.room).toMatch(/^[a-z0-9]{10}\.lobby@conference\.chat\.local$/);
+    expect(new Set([upper.room, lower.room, email.room]).size).toBe(3);
+    expect([upper.name, lower.name, email.name]).toEqual(['Lobby', 'lobby', 'Support@Acme']);
+    // A later size reaches every room under its own address in ejabberd.
+    expect((await call('PATCH', '/v1/realtime/app', token, { max_room_size: 3 })).statusCode).toBe(200);
+    for (const room of [upper, lower, email])
+      expect(await roomOptions(room.room)).toMatchObject({ max_users: '3' });
   });
+
+  it.each(['', ' lobby', 'lob\u202Eby', 'lobby\u2069', 'lob\nby', 'r'.repeat(129)])(
+    'refuses room name %j with 422',
+    async (name) => {
+      const { token } = await createCustomer(ctx.container);
+      const response = await call('POST', '/v1/realtime/chat/rooms', token, { room: name });
+      expect(response.statusCode).toBe(422);
+      expect(response.json().error.fields[0]).toMatchObject({ in: 'body', field: 'room' });
+    },
+  );
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { EVENT_RETENTION_MS, RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
 import { liveStore } from '../src/modules/live/store.js';
+import { REAL_APP_IDS } from './identities.js';
 import { attributes, deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -105,12 +106,19 @@ describe('POST /v1/realtime/live/tokens', () => {
 
   it.each([
     [{ identity: 'a' }, 'room'],
-    [{ room: 'bad room', identity: 'a' }, 'room'],
-    [{ room: 'r.x', identity: 'a' }, 'room'],
+    [{ room: 'show\u202Ewoh', identity: 'a' }, 'room'],
+    [{ room: ' show', identity: 'a' }, 'room'],
     [{ room: 'r'.repeat(129), identity: 'a' }, 'room'],
+    [{ room: '🎥'.repeat(33), identity: 'a' }, 'room'],
     [{ room: 'r' }, 'identity'],
     [{ room: 'r', identity: '' }, 'identity'],
+    [{ room: 'r', identity: 'ana\u202Etxt' }, 'identity'],
+    [{ room: 'r', identity: '\u2067ana' }, 'identity'],
+    [{ room: 'r', identity: 'a\u0085b' }, 'identity'],
+    [{ room: 'r', identity: 'ana ' }, 'identity'],
     [{ room: 'r', identity: 'i'.repeat(129) }, 'identity'],
+    // 65 characters, but 260 bytes: LiveKit refuses identities over 256 bytes at the join.
+    [{ room: 'r', identity: '😀'.repeat(65) }, 'identity'],
     [{ room: 'r', identity: 'a', kind: 'video' }, 'kind'],
     [{ room: 'r', identity: 'a', quality: '8k' }, 'quality'],
     [{ room: 'r', identity: 'a', publish: 'yes' }, 'publish'],
@@ -135,6 +143,27 @@ describe('POST /v1/realtime/live/tokens', () => {
       expect(response.json().expires_in).toBe(ttl);
     }
   });
+
+  it.each(Object.entries(REAL_APP_IDS))(
+    'takes %s as identity and room name, in a token LiveKit itself accepts',
+    async (_kind, id) => {
+      const { token, app } = await createCustomer(ctx.container);
+      const response = await mint(token, { room: id, identity: id });
+      expect(response.statusCode).toBe(200);
+      const body = response.json();
+      const settings = await ctx.container.realtime.ensure({ appId: app.id, mode: 'test' });
+      expect(body.room).toBe(`${settings.chat_prefix}.${id}`);
+      expect(decodeJwt<LiveClaims>(body.token).sub).toBe(id);
+      // LiveKit's own check of a join (identity and room name limits), without joining.
+      const validated = await fetch(
+        `${ctx.container.settings.SVC_LIVEKIT_URL}/rtc/validate?access_token=${body.token}`,
+      );
+      expect({ status: validated.status, body: await validated.text() }).toEqual({
+        status: 200,
+        body: 'success',
+      });
+    },
+  );
 
   it('answers 402 to a live key on an empty balance, and 403 when the product is off', async () => {
     const live = await createCustomer(ctx.container, { mode: 'live' });

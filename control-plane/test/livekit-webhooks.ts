@@ -22,7 +22,7 @@ export async function webhook(ctx: TestContext, event: Record<string, unknown>, 
 }
 
 export const post = (ctx: TestContext, delivery: { body: string; headers: Record<string, string> }) =>
-  ctx.app.inject({
+  ctx.internal.inject({
     method: 'POST',
     url: '/internal/livekit/webhook',
     headers: delivery.headers,

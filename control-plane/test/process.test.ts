@@ -36,22 +36,31 @@ describe('the control-plane process', () => {
     const { child, output } = startMain({
       ...process.env,
       SVC_PORT: 'eighty',
-      SVC_INTERNAL_SECRET: 'too-short-secret',
+      SVC_EJABBERD_AUTH_SECRET: 'too-short-secret',
       SVC_REDIS_URL: '',
     });
     const [code] = await once(child, 'exit');
     expect(code).toBe(78);
     expect(output()).toMatch(/SVC_PORT: /);
-    expect(output()).toMatch(/SVC_INTERNAL_SECRET: /);
+    expect(output()).toMatch(/SVC_EJABBERD_AUTH_SECRET: /);
     expect(output()).toMatch(/SVC_REDIS_URL: required/);
     expect(output()).not.toContain('too-short-secret');
   });
 
-  it('serves, logs requests with ids but without keys, and drains on SIGTERM', async () => {
-    const port = await freePort();
-    const { child, output } = startMain({ ...process.env, SVC_PORT: String(port), SVC_LOG_LEVEL: 'info' });
+  it('serves on its two listeners, logs requests with ids but without keys, and drains on SIGTERM', async () => {
+    const [port, internalPort] = [await freePort(), await freePort()];
+    const { child, output } = startMain({
+      ...process.env,
+      SVC_PORT: String(port),
+      SVC_INTERNAL_PORT: String(internalPort),
+      SVC_LOG_LEVEL: 'info',
+    });
     const base = `http://127.0.0.1:${port}`;
     await waitForHealth(`${base}/healthz`);
+    const metrics = await fetch(`http://127.0.0.1:${internalPort}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('svc_http_requests_total');
+    expect((await fetch(`${base}/metrics`)).status).toBe(404);
     const key = `svc_test_${'Z'.repeat(32)}`;
     const response = await fetch(`${base}/v1/realtime/balance`, {
       headers: { authorization: `Bearer ${key}`, 'x-request-id': 'trace-me-42' },

@@ -1,6 +1,6 @@
-import type { Interceptor } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
+import { statementRecorder } from './statements.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /**
@@ -9,14 +9,7 @@ import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddr
  * its COMMIT), one that writes nothing is one charge statement, a mint or a login is one Redis round
  * trip and no PostgreSQL at all.
  */
-const statements: string[] = [];
-const counter: Interceptor = {
-  name: 'statement-counter',
-  beforeQueryExecution: (_context, query) => {
-    statements.push(query.sql.replace(/\s+/g, ' ').trim());
-    return null;
-  },
-};
+const { statements, interceptor: counter } = statementRecorder();
 
 let ctx: TestContext;
 let redisCommands: string[] = [];
@@ -114,10 +107,10 @@ describe('round trips', () => {
 
     const credential = (await keyed(token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'bo' })()).json();
     const login = await sentBy(() =>
-      ctx.app.inject({
+      ctx.internal.inject({
         method: 'POST',
         url: '/internal/ejabberd/auth',
-        headers: { authorization: `Bearer ${ctx.container.settings.SVC_INTERNAL_SECRET}` },
+        headers: { authorization: `Bearer ${ctx.container.settings.SVC_EJABBERD_AUTH_SECRET}` },
         payload: { op: 'auth', user: credential.user, server: 'chat.local', password: credential.password },
       }),
     );

@@ -6,6 +6,7 @@ import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { storageKeyOf } from '../src/modules/storage/service.js';
+import { READABLE_NAMES, REFUSED_NAMES } from './identities.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
 
 let ctx: TestContext;
@@ -157,6 +158,22 @@ describe('uploads', () => {
     const response = await reserve(token, { content_type: contentType });
     expect(response.statusCode).toBe(422);
     expect(response.json().error.fields[0].field).toBe(field);
+  });
+
+  it.each([...Object.entries(REFUSED_NAMES), ['a slash', 'a/clip.mp4']])(
+    'refuse a file name with %s',
+    async (_case, name) => {
+      const { token } = await createCustomer(ctx.container);
+      const response = await reserve(token, { name });
+      expect(response.statusCode).toBe(422);
+      expect(response.json().error.fields[0].field).toBe('name');
+    },
+  );
+
+  it('take file names of any script', async () => {
+    const { token } = await createCustomer(ctx.container);
+    for (const name of READABLE_NAMES)
+      expect((await reserve(token, { name, content_type: 'application/pdf' })).json().object.name).toBe(name);
   });
 
   it.each([

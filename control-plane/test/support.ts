@@ -2,10 +2,14 @@ import { randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import type { Interceptor } from 'slonik';
+import { EJABBERD_OPERATOR_USER } from '../../infra/src/env-file.js';
+import { stackPaths } from '../../infra/src/paths.js';
+import { ensureSecrets } from '../../infra/src/secrets.js';
 import { type App, buildApp } from '../src/app.js';
 import { loadSettings } from '../src/config/load.js';
 import type { Settings } from '../src/config/schema.js';
 import { type Container, createContainer } from '../src/container.js';
+import { createHttpMetrics } from '../src/http/metrics.js';
 import type { KeyMode, Payer, Plan } from '../src/platform/caller.js';
 import { type Clock, createManualClock, type ManualClock } from '../src/platform/clock.js';
 import type { Usage } from '../src/platform/metering.js';
@@ -13,7 +17,10 @@ import type { Route } from '../src/platform/route.js';
 import { inTransaction } from '../src/platform/transaction.js';
 
 export interface TestContext {
+  /** The public listener's app. */
   app: App;
+  /** The internal listener's: the bundled servers' callbacks and /metrics. */
+  internal: App;
   container: Container;
   clock: ManualClock;
   close(): Promise<void>;
@@ -43,22 +50,26 @@ export async function startTestApp(
     interceptors: options.interceptors ?? [],
   });
   // TEST_LOG=1 shows the apps' error logs, for a failing test's 500s.
-  const app = await buildApp(container, {
+  const shared = {
     logger: options.logStream
       ? { level: 'info', stream: options.logStream }
       : process.env.TEST_LOG
         ? { level: 'error' }
-        : false,
+        : (false as const),
     routes: options.routes?.(container) ?? [],
-  });
+    metrics: createHttpMetrics(),
+  };
+  const app = await buildApp(container, shared);
+  const internal = await buildApp(container, { ...shared, listener: 'internal' });
   options.extraRoutes?.(app);
-  await app.ready();
+  await Promise.all([app.ready(), internal.ready()]);
   return {
     app,
+    internal,
     container,
     clock,
     close: async () => {
-      await app.close();
+      await Promise.all([app.close(), internal.close()]);
       await container.close();
     },
   };
@@ -124,4 +135,22 @@ export function callWithKey(
 /** Usage known afterwards (minutes, bytes…), metered and charged in full now, as a server callback would. */
 export function meterNow(container: Container, payer: Payer, usages: Usage[]): Promise<number> {
   return inTransaction(container.pool, (tx) => container.metering.meter(tx, payer, usages));
+}
+
+/**
+ * A command of ejabberd's HTTP API as the test stack's operator account, for what the control
+ * plane's own account may not run (reading a room's options, registering bench accounts).
+ */
+export async function ejabberdAsOperator(
+  settings: Pick<Settings, 'SVC_EJABBERD_API_URL' | 'SVC_CHAT_DOMAIN'>,
+  command: string,
+  body: object,
+): Promise<Response> {
+  const secret = ensureSecrets(stackPaths('test').secretsFile).ejabberdOperatorSecret;
+  const credential = Buffer.from(`${EJABBERD_OPERATOR_USER}@${settings.SVC_CHAT_DOMAIN}:${secret}`);
+  return fetch(`${settings.SVC_EJABBERD_API_URL}/${command}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Basic ${credential.toString('base64')}` },
+    body: JSON.stringify(body),
+  });
 }

@@ -59,14 +59,24 @@ describe('/v1/openapi.json', () => {
   });
 });
 
-describe('/metrics', () => {
-  it('counts requests by operation id in Prometheus format', async () => {
+describe('metrics', () => {
+  it('are served on the internal listener only', async () => {
+    const publicly = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    expect(publicly.statusCode).toBe(404);
+    expect(publicly.json().error.type).toBe('not_found');
+  });
+
+  it('count requests of both listeners by operation id in Prometheus format', async () => {
     await ctx.app.inject({ method: 'GET', url: '/v1/realtime/balance' });
-    const response = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    await ctx.internal.inject({ method: 'POST', url: '/internal/minio/events', payload: {} });
+    const response = await ctx.internal.inject({ method: 'GET', url: '/metrics' });
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toMatch(/^text\/plain/);
     expect(response.body).toMatch(
       /svc_http_requests_total\{operation="billing\.balance\.get",method="GET",status="401"\} [1-9]/,
+    );
+    expect(response.body).toMatch(
+      /svc_http_requests_total\{operation="storage\.events",method="POST",status="401"\} [1-9]/,
     );
     expect(response.body).toContain('svc_http_request_duration_seconds_bucket');
   });

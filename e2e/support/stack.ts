@@ -16,7 +16,7 @@ export async function openContainer(): Promise<Container> {
 }
 
 /** Customers are made the way the integration tests make them. */
-export { createCustomer, meterNow } from '../../control-plane/test/support.js';
+export { createCustomer, ejabberdAsOperator, meterNow } from '../../control-plane/test/support.js';
 
 /** Whoever calls the API: only its secret key matters here. */
 export interface Customer {

@@ -11,6 +11,9 @@ export const CHAT_DOMAIN = 'chat.local';
 export const CHAT_MUC_DOMAIN = `conference.${CHAT_DOMAIN}`;
 export const S3_REGION = 'us-east-1';
 export const LIVEKIT_WEBHOOK_PATH = '/internal/livekit/webhook';
+/** ejabberd's HTTP API accounts: the control plane's, and the operator's (ejabberd.yml's api_permissions). */
+export const EJABBERD_API_USER = 'svc-api';
+export const EJABBERD_OPERATOR_USER = 'svc-operator';
 
 /** The control plane's settings for a profile: its configuration contract, one SVC_* name each. */
 export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Record<string, string> {
@@ -19,11 +22,16 @@ export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Rec
     SVC_HOST: '127.0.0.1',
     SVC_PORT: String(ports.controlPlane),
     SVC_PUBLIC_URL: local('http', ports.controlPlane),
+    SVC_INTERNAL_HOST: '127.0.0.1',
+    SVC_INTERNAL_PORT: String(ports.controlPlaneInternal),
     SVC_LOG_LEVEL: 'info',
     SVC_DATABASE_URL: `postgres://svc:${secrets.postgresPassword}@127.0.0.1:${ports.postgres}/svc`,
     SVC_REDIS_URL: `redis://:${secrets.redisPassword}@127.0.0.1:${ports.redis}/0`,
-    SVC_INTERNAL_SECRET: secrets.internalSecret,
+    SVC_EJABBERD_AUTH_SECRET: secrets.ejabberdAuthSecret,
+    SVC_MINIO_WEBHOOK_SECRET: secrets.minioWebhookSecret,
+    SVC_SHIELD_HASH_KEY: secrets.shieldHashKey,
     SVC_EJABBERD_API_URL: local('http', ports.ejabberdApi, '/api'),
+    SVC_EJABBERD_API_SECRET: secrets.ejabberdApiSecret,
     SVC_CHAT_WS_URL: local('ws', ports.ejabberdWebSocket, '/ws'),
     SVC_CHAT_DOMAIN: CHAT_DOMAIN,
     SVC_CHAT_MUC_DOMAIN: CHAT_MUC_DOMAIN,

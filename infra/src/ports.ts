@@ -16,6 +16,7 @@ export const PORTS = {
   minioS3: { offset: 8, protocol: 'tcp', label: 'MinIO S3' },
   minioConsole: { offset: 9, protocol: 'tcp', label: 'MinIO console' },
   ejabberdDistribution: { offset: 10, protocol: 'tcp', label: 'ejabberd Erlang distribution' },
+  controlPlaneInternal: { offset: 11, protocol: 'tcp', label: 'control plane internal (callbacks, metrics)' },
 } as const;
 
 export type PortName = keyof typeof PORTS;

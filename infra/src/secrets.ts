@@ -26,7 +26,13 @@ const GENERATORS = {
   postgresSuperuserPassword: () => randomToken(32),
   postgresPassword: () => randomToken(32),
   redisPassword: () => randomToken(32),
-  internalSecret: () => randomToken(48),
+  // One per caller of the control plane's internal listener, and the shield's own hash key.
+  ejabberdAuthSecret: () => randomToken(48),
+  minioWebhookSecret: () => randomToken(48),
+  shieldHashKey: () => randomToken(48),
+  // The HTTP API accounts of ejabberd (ejabberd/ejabberd_auth_svc_api.erl).
+  ejabberdApiSecret: () => randomToken(48),
+  ejabberdOperatorSecret: () => randomToken(48),
   livekitApiKey: () => `API${randomToken(12)}`,
   livekitApiSecret: () => randomToken(48),
   minioRootUser: () => randomToken(20),

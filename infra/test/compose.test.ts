@@ -37,15 +37,8 @@ interface ComposeService {
   volumes?: Array<string | { type?: string; source?: string; target?: string }>;
 }
 
-interface AddressPool {
-  subnet?: string;
-  ip_range?: string;
-  gateway?: string;
-}
-
 interface ComposeNetwork {
   internal?: boolean;
-  ipam?: { config?: AddressPool[] };
 }
 
 interface ComposeConfig {
@@ -128,21 +121,6 @@ function namedVolumes(name: string): string[] {
   );
 }
 
-/** IPv4 CIDR to [first, last] address as integers. */
-function cidrRange(cidr: string): [number, number] {
-  const [address = '', bits = '32'] = cidr.split('/');
-  const value = address.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
-  const size = 2 ** (32 - Number(bits));
-  const first = value - (value % size);
-  return [first, first + size - 1];
-}
-
-function cidrContains(cidr: string, address: string): boolean {
-  const [first, last] = cidrRange(cidr);
-  const [value] = cidrRange(`${address}/32`);
-  return value >= first && value <= last;
-}
-
 describe('compose.yaml', () => {
   composeIt('validates with infra/compose.env.example (docker-compose config -q)', () => {
     const result = runCompose(['config', '-q'], exampleEnvFile);
@@ -211,20 +189,22 @@ describe('compose.yaml', () => {
     expect(publishedHostAddresses('livekit')).toEqual(['127.0.0.1', '', '']);
   });
 
-  composeIt("allows exactly the chat network's container addresses into ejabberd's API", () => {
+  composeIt("lets only ejabberd's API accounts into its API, each with its commands", () => {
     const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
       hosts: string[];
-      acl: Record<string, { ip?: string[] }>;
-      api_permissions: Record<string, { who?: { acl?: string } }>;
+      acl: Record<string, { user?: string[] }>;
+      api_permissions: Record<string, { who?: { access?: unknown }; what?: string[] }>;
       modules: { mod_muc: { host: string } };
     };
-    const pool = renderedConfig().networks?.chat?.ipam?.config?.[0];
-    expect(pool?.ip_range).toBeTruthy();
-    expect(ejabberd.acl.compose_chat_network?.ip).toEqual([pool?.ip_range]);
-    expect(ejabberd.api_permissions['control plane']?.who?.acl).toBe('compose_chat_network');
-    // The gateway is the Docker host (every local process, the published-port proxy): never allowed.
-    expect(cidrContains(pool?.subnet ?? '', pool?.gateway ?? '')).toBe(true);
-    expect(cidrContains(pool?.ip_range ?? '', pool?.gateway ?? '')).toBe(false);
+    expect(ejabberd.acl.control_plane_api?.user).toEqual(['svc-api@chat.local']);
+    expect(ejabberd.api_permissions['control plane']).toMatchObject({
+      who: { access: 'control_plane_api' },
+      what: ['create_room_with_opts', 'change_room_option', 'kick_user', 'svc_set_archiving', 'status'],
+    });
+    expect(ejabberd.api_permissions['health check']).toMatchObject({
+      who: { access: { allow: 'loopback' } },
+      what: ['status'],
+    });
     expect(service('ejabberd').networks).toEqual({ chat: null });
 
     const controlPlane = environment('control-plane');
@@ -234,15 +214,18 @@ describe('compose.yaml', () => {
 
   composeIt("points ejabberd's auth bridge at the control plane, which it does not wait for", () => {
     const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
-      auth_method: string;
+      auth_method: string[];
       auth_use_cache: boolean;
       modules: Record<string, unknown>;
     };
-    expect(ejabberd).toMatchObject({ auth_method: 'external', auth_use_cache: false });
+    expect(ejabberd).toMatchObject({ auth_method: ['svc_api', 'external'], auth_use_cache: false });
     expect(ejabberd.modules).toHaveProperty('mod_svc_scope');
+    const controlPlane = environment('control-plane');
     expect(environment('ejabberd')).toEqual({
-      EXTAUTH_URL: 'http://control-plane:8080',
-      EXTAUTH_SECRET: environment('control-plane').SVC_INTERNAL_SECRET,
+      EXTAUTH_URL: `http://control-plane:${controlPlane.SVC_INTERNAL_PORT}`,
+      EXTAUTH_SECRET: controlPlane.SVC_EJABBERD_AUTH_SECRET,
+      EJABBERD_API_SECRET: controlPlane.SVC_EJABBERD_API_SECRET,
+      EJABBERD_OPERATOR_SECRET: expect.stringMatching(/.{32}/),
     });
     // The control plane waits for ejabberd; the reverse would be a cycle. Logins fail until it is up.
     expect(service('ejabberd').depends_on).toBeUndefined();
@@ -258,7 +241,7 @@ describe('compose.yaml', () => {
     const apiKey = controlPlane.SVC_LIVEKIT_API_KEY ?? '';
     expect(livekit.keys[apiKey]).toBe(controlPlane.SVC_LIVEKIT_API_SECRET);
     expect(Object.keys(livekit.keys)).toContain(livekit.webhook.api_key);
-    expect(livekit.webhook.urls).toEqual(['http://control-plane:8080/internal/livekit/webhook']);
+    expect(livekit.webhook.urls).toEqual(['http://control-plane:8081/internal/livekit/webhook']);
     expect(livekit.rtc.node_ip).toBeTruthy();
     expect(livekit.rtc.use_external_ip).toBe(false);
   });
@@ -266,8 +249,8 @@ describe('compose.yaml', () => {
   composeIt("posts MinIO's bucket events to the control plane, queued on their own volume", () => {
     const minio = environment('minio');
     expect(minio).toMatchObject({
-      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: `http://control-plane:8080${MINIO_EVENTS_PATH}`,
-      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: environment('control-plane').SVC_INTERNAL_SECRET,
+      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: `http://control-plane:8081${MINIO_EVENTS_PATH}`,
+      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: environment('control-plane').SVC_MINIO_WEBHOOK_SECRET,
       MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_PRIMARY: '/queue',
     });
     expect(namedVolumes('minio').sort()).toEqual(['minio-data:/data', 'minio-queue:/queue']);
@@ -282,13 +265,25 @@ describe('compose.yaml', () => {
     expect(controlPlane).toMatchObject({
       SVC_HOST: '0.0.0.0',
       SVC_PORT: '8080',
+      SVC_INTERNAL_HOST: '0.0.0.0',
+      SVC_INTERNAL_PORT: '8081',
       SVC_EJABBERD_API_URL: 'http://ejabberd:5281/api',
       SVC_LIVEKIT_URL: 'http://livekit:7880',
       SVC_S3_ENDPOINT: 'http://minio:9000',
     });
     expect(controlPlane.SVC_DATABASE_URL).toMatch(/^postgres:\/\/svc:[^@]+@postgres:5432\/svc$/);
     expect(controlPlane.SVC_REDIS_URL).toMatch(/^redis:\/\/:[^@]+@redis:6379\/0$/);
-    expect(controlPlane.SVC_INTERNAL_SECRET?.length).toBeGreaterThanOrEqual(32);
+    for (const name of [
+      'SVC_EJABBERD_AUTH_SECRET',
+      'SVC_MINIO_WEBHOOK_SECRET',
+      'SVC_SHIELD_HASH_KEY',
+      'SVC_EJABBERD_API_SECRET',
+    ])
+      expect(controlPlane[name]?.length, name).toBeGreaterThanOrEqual(32);
+    // Each caller its own secret.
+    expect(new Set([controlPlane.SVC_EJABBERD_AUTH_SECRET, controlPlane.SVC_MINIO_WEBHOOK_SECRET]).size).toBe(
+      2,
+    );
     expect(controlPlane.SVC_LIVEKIT_API_SECRET?.length).toBeGreaterThanOrEqual(32);
     const minio = environment('minio');
     expect(minio.MINIO_SITE_REGION).toBe(controlPlane.SVC_S3_REGION);

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +15,12 @@ import {
 import { REPO_ROOT, stackPaths } from '../src/paths.js';
 import { portMap } from '../src/ports.js';
 import type { StackSecrets } from '../src/secrets.js';
-import { EXTAUTH_POOL_SIZE, renderEjabberdConfig, renderExtauthConfig } from '../src/servers/ejabberd.js';
+import {
+  EXTAUTH_POOL_SIZE,
+  ejabberd,
+  renderEjabberdConfig,
+  renderExtauthConfig,
+} from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
 import { minio, minioEnvironment } from '../src/servers/minio.js';
 import { renderRedisConfig } from '../src/servers/redis.js';
@@ -25,7 +31,11 @@ const secrets: StackSecrets = {
   postgresSuperuserPassword: 'pgsuper0000000000000000000000000',
   postgresPassword: 'pgsvc00000000000000000000000000',
   redisPassword: 'redis000000000000000000000000000',
-  internalSecret: 'internal0000000000000000000000000000000000000000',
+  ejabberdAuthSecret: 'bridge00000000000000000000000000000000000000000',
+  minioWebhookSecret: 'events00000000000000000000000000000000000000000',
+  shieldHashKey: 'shield00000000000000000000000000000000000000000',
+  ejabberdApiSecret: 'xmppapi0000000000000000000000000000000000000000',
+  ejabberdOperatorSecret: 'operator000000000000000000000000000000000000000',
   livekitApiKey: 'APIkey000000000',
   livekitApiSecret: 'lksecret0000000000000000000000000000000000000000',
   minioRootUser: 'minio000000000000000',
@@ -62,7 +72,24 @@ describe('ejabberd config', () => {
     expect(config).toMatch(
       /- port: 48004\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/api: mod_http_api\}/,
     );
-    expect(config).toMatch(/who: \{ip: 127\.0\.0\.1\/8\}/);
+  });
+
+  it('lets the API run for its accounts only, each with its commands, knowing their digests alone', () => {
+    expect(config).toContain('auth_method: [svc_api, external]');
+    expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
+    expect(config).toContain(
+      'what: [create_room_with_opts, change_room_option, kick_user, svc_set_archiving, status]',
+    );
+    // Without a credential: the health check's status, from loopback.
+    expect(config).toMatch(
+      /"health check":\n.*\n\s+who: \{access: \{allow: loopback\}\}\n\s+what: \[status\]/,
+    );
+    const digest = (secret: string) => createHash('sha256').update(secret).digest('hex');
+    const { env } = ejabberd.launch(context('test'));
+    expect(env.SVC_EJABBERD_API_ACCOUNTS).toBe(
+      `svc-api=${digest(secrets.ejabberdApiSecret)},svc-operator=${digest(secrets.ejabberdOperatorSecret)}`,
+    );
+    expect(JSON.stringify(ejabberd.launch(context('test')))).not.toContain(secrets.ejabberdApiSecret);
   });
 
   it('serves chat.local with rooms on conference.chat.local that only the API creates', () => {
@@ -78,7 +105,7 @@ describe('ejabberd config', () => {
   });
 
   it('asks the control plane about every login through the auth bridge, uncached', () => {
-    expect(config).toContain('auth_method: external\n');
+    expect(config).toContain('auth_method: [svc_api, external]\n');
     expect(config).toContain(
       `extauth_program: "${process.execPath} ${join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs')} /repo/.stack/test/conf/extauth.json"`,
     );
@@ -86,8 +113,8 @@ describe('ejabberd config', () => {
     expect(config).toContain('auth_use_cache: false');
     expect(config).toContain('mod_svc_scope: {}');
     expect(JSON.parse(renderExtauthConfig(context('test')))).toEqual({
-      url: 'http://127.0.0.1:48000',
-      secret: secrets.internalSecret,
+      url: 'http://127.0.0.1:48011',
+      secret: secrets.ejabberdAuthSecret,
     });
   });
 
@@ -145,7 +172,7 @@ describe('LiveKit config', () => {
   it('signs webhooks to the control plane with the generated key', () => {
     expect(config).toContain(`${secrets.livekitApiKey}: ${secrets.livekitApiSecret}`);
     expect(config).toContain(`api_key: ${secrets.livekitApiKey}`);
-    expect(config).toContain('urls: [http://127.0.0.1:48000/internal/livekit/webhook]');
+    expect(config).toContain('urls: [http://127.0.0.1:48011/internal/livekit/webhook]');
     expect(config).not.toContain('{{');
   });
 });
@@ -154,11 +181,11 @@ describe('MinIO environment', () => {
   const context = { profile: 'test' as const, paths: stackPaths('test', '/repo'), ports, secrets };
   const env = minioEnvironment(context);
 
-  it('posts bucket events to the control plane with the internal secret as a bearer token', () => {
+  it('posts bucket events to the control plane’s internal listener with its own bearer secret', () => {
     expect(env).toMatchObject({
       MINIO_NOTIFY_WEBHOOK_ENABLE_PRIMARY: 'on',
-      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: 'http://127.0.0.1:48000/internal/minio/events',
-      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: secrets.internalSecret,
+      MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: 'http://127.0.0.1:48011/internal/minio/events',
+      MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: secrets.minioWebhookSecret,
       MINIO_NOTIFY_WEBHOOK_QUEUE_LIMIT_PRIMARY: '100000',
       MINIO_API_SYNC_EVENTS: 'on',
     });
@@ -180,7 +207,7 @@ describe('MinIO environment', () => {
       MINIO_SITE_REGION: 'us-east-1',
     });
     expect(spec.args.join(' ')).not.toContain(secrets.minioRootPassword);
-    expect(spec.args.join(' ')).not.toContain(secrets.internalSecret);
+    expect(spec.args.join(' ')).not.toContain(secrets.minioWebhookSecret);
   });
 });
 
@@ -208,11 +235,16 @@ describe('control-plane settings', () => {
       SVC_HOST: '127.0.0.1',
       SVC_PORT: '48000',
       SVC_PUBLIC_URL: 'http://127.0.0.1:48000',
+      SVC_INTERNAL_HOST: '127.0.0.1',
+      SVC_INTERNAL_PORT: '48011',
       SVC_LOG_LEVEL: 'info',
       SVC_DATABASE_URL: `postgres://svc:${secrets.postgresPassword}@127.0.0.1:48001/svc`,
       SVC_REDIS_URL: `redis://:${secrets.redisPassword}@127.0.0.1:48002/0`,
-      SVC_INTERNAL_SECRET: secrets.internalSecret,
+      SVC_EJABBERD_AUTH_SECRET: secrets.ejabberdAuthSecret,
+      SVC_MINIO_WEBHOOK_SECRET: secrets.minioWebhookSecret,
+      SVC_SHIELD_HASH_KEY: secrets.shieldHashKey,
       SVC_EJABBERD_API_URL: 'http://127.0.0.1:48004/api',
+      SVC_EJABBERD_API_SECRET: secrets.ejabberdApiSecret,
       SVC_CHAT_WS_URL: 'ws://127.0.0.1:48003/ws',
       SVC_CHAT_DOMAIN: 'chat.local',
       SVC_CHAT_MUC_DOMAIN: 'conference.chat.local',

@@ -22,6 +22,7 @@ describe('port map', () => {
       minioS3: 48008,
       minioConsole: 48009,
       ejabberdDistribution: 48010,
+      controlPlaneInternal: 48011,
     });
   });
 

@@ -31,12 +31,22 @@ describe('secrets', () => {
   });
 
   it('differ between profiles', () => {
-    expect(ensureSecrets(secretsFile()).internalSecret).not.toBe(ensureSecrets(secretsFile()).internalSecret);
+    expect(ensureSecrets(secretsFile()).ejabberdAuthSecret).not.toBe(
+      ensureSecrets(secretsFile()).ejabberdAuthSecret,
+    );
   });
 
   it('meet the servers length rules and are safe in URLs and YAML', () => {
     const secrets = ensureSecrets(secretsFile());
-    expect(secrets.internalSecret.length).toBeGreaterThanOrEqual(32);
+    // The control plane's settings ask 32 characters of each (SVC_*_SECRET, SVC_SHIELD_HASH_KEY).
+    for (const name of [
+      'ejabberdAuthSecret',
+      'minioWebhookSecret',
+      'shieldHashKey',
+      'ejabberdApiSecret',
+      'ejabberdOperatorSecret',
+    ] as const)
+      expect(secrets[name].length).toBeGreaterThanOrEqual(32);
     expect(secrets.livekitApiSecret.length).toBeGreaterThanOrEqual(32);
     expect(secrets.minioRootPassword.length).toBeGreaterThanOrEqual(8);
     for (const value of Object.values(secrets)) expect(value).toMatch(/^[A-Za-z0-9]+$/);

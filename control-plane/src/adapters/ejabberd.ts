@@ -14,17 +14,27 @@ export interface RoomOptions {
   maxUsers: number;
 }
 
+/** ejabberd's HTTP API account of the control plane (ejabberd.yml: api_permissions "control plane"). */
+export const EJABBERD_API_USER = 'svc-api';
+
 /**
- * The control plane's only client of ejabberd: mod_http_api on the internal network, authorized by
- * source address (ejabberd's api_permissions), so no credential travels with the calls.
+ * The control plane's only client of ejabberd: mod_http_api on the internal network, as its own API
+ * account (HTTP Basic, checked in process by ejabberd_auth_svc_api), which may run only the commands
+ * called here.
  */
-export function createEjabberdClient(options: { apiUrl: string; chatDomain: string; mucDomain: string }) {
+export function createEjabberdClient(options: {
+  apiUrl: string;
+  apiSecret: string;
+  chatDomain: string;
+  mucDomain: string;
+}) {
   const base = options.apiUrl.replace(/\/$/, '');
+  const authorization = `Basic ${Buffer.from(`${EJABBERD_API_USER}@${options.chatDomain}:${options.apiSecret}`).toString('base64')}`;
 
   async function call(command: string, body: Record<string, unknown>): Promise<unknown> {
     const response = await fetch(`${base}/${command}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(5_000),
     });
@@ -80,6 +90,11 @@ export function createEjabberdClient(options: { apiUrl: string; chatDomain: stri
         | { num_resources?: number }
         | number;
       return typeof result === 'number' ? result : (result?.num_resources ?? 0);
+    },
+
+    /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */
+    status: async (): Promise<void> => {
+      await call('status', {});
     },
 
     /** Tells mod_svc_scope whether to archive the one-to-one and room messages of an app's prefix. */

@@ -11,7 +11,8 @@ export function httpProbe(url: string, init: RequestInit = {}, expectedStatus = 
 }
 
 export interface ServerEndpoints {
-  ejabberdApiUrl: string;
+  /** ejabberd's API status command, as the control plane's account: up, and the credential works. */
+  ejabberdStatus: Probe;
   livekitUrl: string;
   s3Endpoint: string;
 }
@@ -19,11 +20,7 @@ export interface ServerEndpoints {
 /** How each bundled server says it is up: ejabberd's API status command, LiveKit's root, MinIO's ready check. */
 export function serverProbes(endpoints: ServerEndpoints): Record<string, Probe> {
   return {
-    ejabberd: httpProbe(`${endpoints.ejabberdApiUrl.replace(/\/$/, '')}/status`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '{}',
-    }),
+    ejabberd: endpoints.ejabberdStatus,
     livekit: httpProbe(`${endpoints.livekitUrl.replace(/\/$/, '')}/`),
     minio: httpProbe(`${endpoints.s3Endpoint.replace(/\/$/, '')}/minio/health/ready`),
   };

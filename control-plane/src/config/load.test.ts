@@ -5,7 +5,10 @@ const valid = {
   SVC_PUBLIC_URL: 'http://127.0.0.1:8080',
   SVC_DATABASE_URL: 'postgres://svc:3b1f9c07d2e4a865@127.0.0.1:5432/svc',
   SVC_REDIS_URL: 'redis://:9e4d2c71b0a35f86@127.0.0.1:6379/0',
-  SVC_INTERNAL_SECRET: '5f0c9a1e7b3d28c4e6a0f9b1d3c57e82',
+  SVC_EJABBERD_AUTH_SECRET: '5f0c9a1e7b3d28c4e6a0f9b1d3c57e82',
+  SVC_MINIO_WEBHOOK_SECRET: '0d7e3b9a51c28f46e1a09b7c3d5f2e84',
+  SVC_SHIELD_HASH_KEY: 'e2a94c17b80d36f5a1c9e07b4d28f63a',
+  SVC_EJABBERD_API_SECRET: '7c1f05e93ab24d68f0e2b9a7c51d3e86',
   SVC_EJABBERD_API_URL: 'http://127.0.0.1:5281/api',
   SVC_CHAT_WS_URL: 'wss://chat.example.com/ws',
   SVC_LIVEKIT_URL: 'http://127.0.0.1:7880',
@@ -41,7 +44,7 @@ describe('loadSettings', () => {
     const problems = problemsOf({
       ...valid,
       SVC_PORT: '70000',
-      SVC_INTERNAL_SECRET: 'short',
+      SVC_MINIO_WEBHOOK_SECRET: 'short',
       SVC_CHAT_WS_URL: 'not a url',
       SVC_LOG_LEVEL: 'loud',
       SVC_DATABSE_URL: 'typo',
@@ -49,7 +52,7 @@ describe('loadSettings', () => {
     expect(problems).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^SVC_PORT: /),
-        expect.stringMatching(/^SVC_INTERNAL_SECRET: /),
+        expect.stringMatching(/^SVC_MINIO_WEBHOOK_SECRET: /),
         expect.stringMatching(/^SVC_CHAT_WS_URL: /),
         expect.stringMatching(/^SVC_LOG_LEVEL: /),
         'SVC_DATABSE_URL: unknown setting',
@@ -80,7 +83,7 @@ describe('loadSettings', () => {
 
   it('refuses placeholders and patterns as secrets, naming each setting but never the secret', () => {
     const weak = {
-      SVC_INTERNAL_SECRET: 'change-me-internal-secret-at-least-32-characters',
+      SVC_EJABBERD_AUTH_SECRET: 'change-me-ejabberd-auth-secret-at-least-32-characters',
       SVC_LIVEKIT_API_SECRET: 'abababababababababababababababab',
       SVC_S3_SECRET_KEY: 'minioadmin',
       SVC_DATABASE_URL: 'postgres://svc:change-me-postgres-password@db:5432/svc',
@@ -88,7 +91,7 @@ describe('loadSettings', () => {
     };
     const problems = problemsOf({ ...valid, ...weak });
     expect(problems).toEqual([
-      'SVC_INTERNAL_SECRET: is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_EJABBERD_AUTH_SECRET: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_LIVEKIT_API_SECRET: has too little randomness (a repeated pattern); generate one, e.g. openssl rand -hex 32',
       'SVC_S3_SECRET_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_DATABASE_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
@@ -105,7 +108,7 @@ describe('loadSettings', () => {
     const problems = problemsOf({
       ...valid,
       SVC_DATABASE_URL: `nope ${secret}`,
-      SVC_INTERNAL_SECRET: secret,
+      SVC_SHIELD_HASH_KEY: secret,
     });
     expect(problems.join('\n')).not.toContain(secret);
   });

@@ -2,7 +2,7 @@ import { FormatRegistry } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { parseConfiguredPricing } from '../platform/prices.js';
-import { type Settings, SettingsSchema } from './schema.js';
+import { SECRET_SETTINGS, type Settings, SettingsSchema } from './schema.js';
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -15,8 +15,8 @@ if (!FormatRegistry.Has('uri')) FormatRegistry.Set('uri', (value) => URL.canPars
 const checker = TypeCompiler.Compile(SettingsSchema);
 
 /** The settings that are secrets, and the URLs whose password is one. */
-const SECRETS = ['SVC_INTERNAL_SECRET', 'SVC_LIVEKIT_API_SECRET', 'SVC_S3_SECRET_KEY'] as const;
-const URLS_WITH_PASSWORDS = ['SVC_DATABASE_URL', 'SVC_REDIS_URL'] as const;
+const URLS_WITH_PASSWORDS: readonly (keyof Settings)[] = ['SVC_DATABASE_URL', 'SVC_REDIS_URL'];
+const SECRETS = [...SECRET_SETTINGS].filter((name) => !URLS_WITH_PASSWORDS.includes(name));
 
 /** Words of example files and well-known development defaults (LiveKit's dev secret, MinIO's). */
 const PLACEHOLDER = /change-?me|placeholder|example|your[-_]?secret|^(secret|password|devkey|minioadmin)$/i;

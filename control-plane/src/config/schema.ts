@@ -15,6 +15,17 @@ export const SettingsSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info', description: 'pino log level.' },
   ),
+  SVC_INTERNAL_HOST: Type.String({
+    default: '127.0.0.1',
+    description:
+      "Address of the internal listener (the bundled servers' callbacks, /metrics): loopback or a private network, never published.",
+  }),
+  SVC_INTERNAL_PORT: Type.Integer({
+    minimum: 1,
+    maximum: 65535,
+    default: 8081,
+    description: 'Port of the internal listener.',
+  }),
   SVC_TRUST_PROXY: Type.String({
     default: '',
     description: 'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is trusted.',
@@ -40,11 +51,17 @@ export const SettingsSchema = Type.Object({
   }),
   SVC_DATABASE_URL: Url('PostgreSQL connection URL.'),
   SVC_REDIS_URL: Url('Redis connection URL.'),
-  SVC_INTERNAL_SECRET: Secret(
-    'Shared secret of the server callbacks (ejabberd auth bridge, MinIO events).',
+  SVC_EJABBERD_AUTH_SECRET: Secret(
+    "Bearer secret of the ejabberd auth bridge's calls (internal listener).",
     32,
   ),
+  SVC_MINIO_WEBHOOK_SECRET: Secret("Bearer secret of MinIO's bucket events (internal listener).", 32),
+  SVC_SHIELD_HASH_KEY: Secret("HMAC key of the shield's client-address hashes.", 32),
   SVC_EJABBERD_API_URL: Url('Internal URL of ejabberd mod_http_api, e.g. http://127.0.0.1:5281/api.'),
+  SVC_EJABBERD_API_SECRET: Secret(
+    "Password of the control plane's ejabberd API account (svc-api@<SVC_CHAT_DOMAIN>).",
+    32,
+  ),
   SVC_CHAT_WS_URL: Url('Public XMPP-over-WebSocket URL handed to clients.'),
   SVC_CHAT_DOMAIN: Type.String({
     minLength: 1,
@@ -78,7 +95,10 @@ export type Settings = Static<typeof SettingsSchema>;
 export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
   'SVC_DATABASE_URL',
   'SVC_REDIS_URL',
-  'SVC_INTERNAL_SECRET',
+  'SVC_EJABBERD_AUTH_SECRET',
+  'SVC_MINIO_WEBHOOK_SECRET',
+  'SVC_SHIELD_HASH_KEY',
+  'SVC_EJABBERD_API_SECRET',
   'SVC_LIVEKIT_API_SECRET',
   'SVC_S3_SECRET_KEY',
 ]);

@@ -3,7 +3,7 @@ import type { Admission } from '../platform/admission.js';
 import { rateLimitHeaders } from '../platform/admission.js';
 import type { KeyCheck, KeyRefusal, KeyResolver } from '../platform/caller.js';
 import { errors } from '../platform/errors.js';
-import type { AuthKind, Route } from '../platform/route.js';
+import type { AuthKind, InternalCaller, Route } from '../platform/route.js';
 import { digestsEqual, sha256 } from '../platform/secrets.js';
 
 const REFUSAL_MESSAGES: Record<KeyRefusal, string> = {
@@ -52,7 +52,8 @@ const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
 export interface AuthDeps {
   keys: KeyResolver;
   admission: Admission;
-  internalSecret: string;
+  /** Each bundled server's bearer secret for the internal operations it calls. */
+  internalSecrets: Readonly<Record<InternalCaller, string>>;
 }
 
 /** Whether a live key needs a balance above zero for this operation. */
@@ -82,9 +83,11 @@ export function authHook(declared: Route, deps: AuthDeps) {
     };
   }
   if (declared.auth === 'internal') {
-    // The bundled servers' callbacks carry the internal secret as a bearer token, compared as digests
-    // so that the comparison takes the same time whatever was sent.
-    const expected = sha256(deps.internalSecret);
+    // The bundled server's callback carries its own secret as a bearer token, compared as digests so
+    // that the comparison takes the same time whatever was sent.
+    if (!declared.internalCaller)
+      throw new Error(`${declared.operationId} does not name its internal caller`);
+    const expected = sha256(deps.internalSecrets[declared.internalCaller]);
     return async (request: FastifyRequest) => {
       const match = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '');
       if (!match || !digestsEqual(sha256(match[1]!), expected)) {

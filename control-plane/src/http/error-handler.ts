@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errors, type FieldError, ServiceError } from '../platform/errors.js';
+import { TEXT_FORMATS } from '../platform/identities.js';
 
 type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
 
@@ -25,6 +26,9 @@ export function fieldOf(issue: AjvIssue, context: ValidationContext): FieldError
     message = 'is not a known field';
   } else if (issue.keyword === 'enum' && Array.isArray(params.allowedValues)) {
     message = `must be one of: ${params.allowedValues.join(', ')}`;
+  } else if (issue.keyword === 'format' && Object.hasOwn(TEXT_FORMATS, String(params.format))) {
+    // Ajv would say `must match format "external-id"`; the rule in words says what to send instead.
+    message = TEXT_FORMATS[params.format as keyof typeof TEXT_FORMATS].message;
   }
   return { in: PLACE[context], field: path.join('.') || '(body)', message };
 }

@@ -1,8 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
-/** A registry per app instance, so that tests building several apps never share counters. */
-export function registerMetrics(app: FastifyInstance): Registry {
+export interface HttpMetrics {
+  registry: Registry;
+  /** Counts an app's requests into the registry (both listeners report into one). */
+  observe(app: FastifyInstance): void;
+}
+
+/** A registry per control plane, so that tests building several never share counters. */
+export function createHttpMetrics(): HttpMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'svc_' });
   const labelNames = ['operation', 'method', 'status'] as const;
@@ -20,15 +26,16 @@ export function registerMetrics(app: FastifyInstance): Registry {
     registers: [registry],
   });
 
-  app.addHook('onResponse', async (request, reply) => {
-    // Declared operation ids, never raw URLs: ids in paths would make the label set unbounded.
-    const labels = {
-      operation: request.routeOptions.config.operationId ?? 'unmatched',
-      method: request.method,
-      status: String(reply.statusCode),
-    };
-    requests.inc(labels);
-    duration.observe(labels, reply.elapsedTime / 1000);
-  });
-  return registry;
+  const observe = (app: FastifyInstance) =>
+    app.addHook('onResponse', async (request, reply) => {
+      // Declared operation ids, never raw URLs: ids in paths would make the label set unbounded.
+      const labels = {
+        operation: request.routeOptions.config.operationId ?? 'unmatched',
+        method: request.method,
+        status: String(reply.statusCode),
+      };
+      requests.inc(labels);
+      duration.observe(labels, reply.elapsedTime / 1000);
+    });
+  return { registry, observe: (app) => void observe(app) };
 }

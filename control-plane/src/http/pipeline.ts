@@ -2,14 +2,24 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Accrual } from '../platform/accrual.js';
 import { type AdmissionScript, rateLimitHeaders } from '../platform/admission.js';
 import type { ErrorStatus } from '../platform/errors.js';
+import type { HeldKey, Idempotency } from '../platform/idempotency.js';
 import type { Metering } from '../platform/metering.js';
 import type { AuthKind, Route } from '../platform/route.js';
 import { errorResponses } from '../platform/schemas.js';
+import type { Db } from '../platform/transaction.js';
 import { type AuthDeps, admissionHook, authHook, spends } from './auth.js';
+import {
+  answerOnce,
+  IDEMPOTENCY_MEANINGS,
+  IdempotencyKeyHeader,
+  idempotencyKeyOf,
+  takesIdempotencyKey,
+} from './idempotency.js';
 
 export interface PipelineDeps extends AuthDeps {
   metering: Metering;
   accrual: Accrual;
+  idempotency: Idempotency;
 }
 
 const KEYED: ReadonlySet<AuthKind> = new Set(['secret-key', 'publishable-key']);
@@ -43,8 +53,9 @@ function errorStatuses(declared: Route): ErrorStatus[] {
 
 /**
  * Turns declarations into fastify routes: the auth kind's hook, schemas for validation, serialization
- * and OpenAPI, the operation id as the OpenAPI operationId, metric label and log field, and for a
- * priced operation the transaction its charge joins and the cost header from what was charged.
+ * and OpenAPI, the operation id as the OpenAPI operationId, metric label and log field, for a priced
+ * operation the transaction its charge joins and the cost header from what was charged, and for every
+ * POST of a secret key the Idempotency-Key header.
  */
 export function registerRoutes(app: FastifyInstance, routes: readonly Route[], deps: PipelineDeps): void {
   const operationIds = new Set<string>();
@@ -65,6 +76,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
 
 function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps): void {
   const keyed = KEYED.has(declared.auth);
+  const idempotent = takesIdempotencyKey(declared);
   const onRequest = authHook(declared, deps);
   const preValidation = admissionHook(declared, deps);
   const onSend = [];
@@ -120,10 +132,11 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
       ...(declared.params ? { params: declared.params } : {}),
       ...(declared.query ? { querystring: declared.query } : {}),
       ...(declared.body ? { body: declared.body } : {}),
+      ...(idempotent ? { headers: IdempotencyKeyHeader } : {}),
       response: {
         [declared.status ?? 200]: declared.response,
         ...declared.otherResponses,
-        ...errorResponses(errorStatuses(declared)),
+        ...errorResponses(errorStatuses(declared), idempotent ? IDEMPOTENCY_MEANINGS : {}),
       },
     },
     ...(onRequest ? { onRequest } : {}),
@@ -132,6 +145,18 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
     handler: async (request, reply) => {
       reply.code(declared.status ?? 200);
       const principal = request.principal;
+      const handlerHeaders: Record<string, string> = {};
+      const admit = async (script?: AdmissionScript, keys?: string[], args?: (string | number)[]) => {
+        const admitted = await deps.admission.admit(
+          { address: request.ip, principal: principal!, spends: spends(declared) },
+          script,
+          keys,
+          args,
+        );
+        request.admitted = true;
+        reply.headers(rateLimitHeaders(admitted.quota));
+        return admitted.result;
+      };
       const call = {
         params: request.params,
         query: request.query,
@@ -142,35 +167,51 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
         log: request.log,
         reply: {
           status: (code: number) => void reply.code(code),
-          header: (name: string, value: string) => void reply.header(name, value),
+          header: (name: string, value: string) => {
+            handlerHeaders[name.toLowerCase()] = value;
+            reply.header(name, value);
+          },
         },
         admit: async (script: AdmissionScript, keys: string[], args: (string | number)[]) => {
           if (declared.admission !== 'in-handler' || !principal || request.admitted) {
             throw new Error(`${declared.operationId} admitted a request twice or without declaring it`);
           }
-          const admitted = await deps.admission.admit(
-            { address: request.ip, principal, spends: spends(declared) },
-            script,
-            keys,
-            args,
-          );
-          request.admitted = true;
-          reply.headers(rateLimitHeaders(admitted.quota));
-          return admitted.result;
+          return admit(script, keys, args);
         },
       };
-      let body: unknown;
-      if (declared.price) {
-        const charged = await deps.metering.charge(
-          principal!,
-          [{ ...declared.price, quantity: declared.price.quantity ?? 1 }],
-          (tx) => declared.handler({ ...call, tx } as never),
-        );
-        request.costMicros += charged.costMicros;
-        body = charged.result;
-      } else {
-        body = await declared.handler(call as never);
-      }
+      /** Runs the handler; `keep` records its answer, in the transaction of its charge when priced. */
+      const run = async (held?: HeldKey, keep?: (result: unknown, db?: Db) => Promise<string>) => {
+        if (declared.price) {
+          const charged = await deps.metering.charge(
+            principal!,
+            [{ ...declared.price, quantity: declared.price.quantity ?? 1 }],
+            async (tx) => {
+              const result = await declared.handler({ ...call, tx } as never);
+              return keep ? keep(result, tx) : result;
+            },
+            held?.key,
+          );
+          request.costMicros += charged.costMicros;
+          return charged.result;
+        }
+        const result = await declared.handler(call as never);
+        return keep ? keep(result) : result;
+      };
+      const key = idempotent ? idempotencyKeyOf(request) : undefined;
+      // Without a key, nothing of idempotency runs: not a statement more.
+      const body =
+        key === undefined
+          ? await run()
+          : await answerOnce({
+              declared,
+              request,
+              reply,
+              idempotency: deps.idempotency,
+              key,
+              handlerHeaders,
+              admit: () => admit(),
+              run,
+            });
       if (keyed && !request.admitted) {
         throw new Error(`${declared.operationId} answered without admitting the request`);
       }

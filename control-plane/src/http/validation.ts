@@ -1,7 +1,16 @@
 import AjvCompiler from '@fastify/ajv-compiler';
 import type { FastifyInstance, FastifySchema, FastifySchemaValidationError } from 'fastify';
+import { TEXT_FORMATS } from '../platform/identities.js';
 
-const COMMON = { allErrors: true, removeAdditional: false, useDefaults: true } as const;
+/** The platform's own string formats (app ids, display names), beside ajv-formats' standard ones. */
+const FORMATS = Object.fromEntries(
+  Object.entries(TEXT_FORMATS).map(([name, format]) => [
+    name,
+    { type: 'string' as const, validate: format.validate },
+  ]),
+);
+
+const COMMON = { allErrors: true, removeAdditional: false, useDefaults: true, formats: FORMATS } as const;
 
 /** Digits only, as a person writes a number: no exponent, hex, blanks or leading zeros. */
 const WRITTEN = {

@@ -135,6 +135,22 @@ export const errors = {
       retryAfterSeconds,
     ),
   paymentRequired: (message: string) => new PaymentRequiredError(message),
+  idempotencyKeyReused: () =>
+    new ServiceError(
+      'invalid_request',
+      'This Idempotency-Key was used for another request (method, path or body) within 24 hours: send a new key with a new request',
+      {
+        code: 'IDEMPOTENCY_KEY_REUSED',
+        fields: [{ in: 'header', field: 'idempotency-key', message: 'was used for another request' }],
+      },
+    ),
+  /** Retryable: the first request with the key is still running; once it answers, a retry gets its answer. */
+  idempotencyKeyInUse: () =>
+    new ServiceError(
+      'conflict',
+      'A request with this Idempotency-Key is in progress; retry shortly to get its answer',
+      { code: 'IDEMPOTENCY_KEY_IN_USE', headers: { 'retry-after': '1' } },
+    ),
   internal: (requestId: string) =>
     new ServiceError('api_error', `Internal server error; quote request id ${requestId} when reporting it`),
 };

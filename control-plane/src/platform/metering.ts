@@ -170,6 +170,7 @@ export function createMetering(deps: {
     open: OpenTransaction,
     payer: Payer,
     metered: readonly Required<Usage>[],
+    idempotencyKey: string | null,
   ): Promise<Charged> {
     if (!open.begun()) {
       await open.commit();
@@ -178,8 +179,8 @@ export function createMetering(deps: {
     const at = deps.clock.now();
     await open.db.query(statement`
       insert into charges_at_commit (account_id, app_id, mode, day, at, ledger_id, products, metrics,
-                                     quantities, prices, units, allowances)
-      values (${meterArguments(payer, metered, at, utcDay(at))})`);
+                                     quantities, prices, units, allowances, idempotency_key)
+      values (${meterArguments(payer, metered, at, utcDay(at))}, ${idempotencyKey})`);
     const committed = await open.commit();
     return chargedFromNotices(committed!.notices);
   }
@@ -189,11 +190,15 @@ export function createMetering(deps: {
      * A priced call: its work and its charge commit together, or neither does. A live balance at zero
      * or below, or one that does not cover the cost, refuses the call (402) and rolls the work back;
      * a failed call is not charged. Returns what the work returned and what the call cost.
+     *
+     * `idempotencyKey`: the payer's key whose answer the work kept in its transaction; the charge
+     * writes its cost there, in the same COMMIT.
      */
     charge: async <T>(
       payer: Payer,
       usages: readonly Usage[],
       work: (tx: Transaction) => Promise<T>,
+      idempotencyKey: string | null = null,
     ): Promise<{ result: T; costMicros: number }> => {
       const metered = normaliseUsages(usages, await deps.prices.table());
       // The connection is taken with the work's first statement: work that writes nothing holds none.
@@ -205,7 +210,7 @@ export function createMetering(deps: {
         result = await work(tx);
         // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
         if (metered.length > 0 || payer.mode === 'live') {
-          charged = await chargeAndCommit(open, payer, metered);
+          charged = await chargeAndCommit(open, payer, metered, idempotencyKey);
         } else {
           await open.commit();
           charged = NOTHING_CHARGED;

@@ -15,6 +15,15 @@ import type { Transaction } from './transaction.js';
 export type AuthKind = 'secret-key' | 'publishable-key' | 'internal' | 'signed' | 'public';
 export type KeyAuth = 'secret-key' | 'publishable-key';
 
+/** The bundled servers that call `internal` operations, each with a bearer secret of its own. */
+export type InternalCaller = 'ejabberd' | 'minio';
+
+/**
+ * Where an operation is served: the public listener (clients, apps' servers, health, the OpenAPI
+ * document) or the internal one (the bundled servers' callbacks, metrics), which is never published.
+ */
+export type Listener = 'public' | 'internal';
+
 /** The usage a priced operation records each time it succeeds, in the metric's base unit. */
 export interface Price {
   product: string;
@@ -96,6 +105,10 @@ export interface RouteDeclaration<
   paidPlan?: boolean;
   /** `in-handler`: the handler admits the request itself, with its own Redis writes (`call.admit`). */
   admission?: 'before' | 'in-handler';
+  /** On `internal` operations: the bundled server that calls it, whose own secret it takes. */
+  internalCaller?: InternalCaller;
+  /** Default: `internal` for the callbacks (`internal` and `signed` auth), else `public`. */
+  listener?: Listener;
   /** Bodies of this media type reach the handler as the exact string sent (signed callbacks). */
   rawBody?: string;
   /** Left out of the OpenAPI document (internal callbacks). */
@@ -112,6 +125,9 @@ export interface RouteDeclaration<
 
 // biome-ignore lint/suspicious/noExplicitAny: a list of routes holds every combination of schemas.
 export type Route = RouteDeclaration<any, any, any, any, AuthKind, any>;
+
+export const listenerOf = (declared: Route): Listener =>
+  declared.listener ?? (declared.auth === 'internal' || declared.auth === 'signed' ? 'internal' : 'public');
 
 /** Declares an operation once: the HTTP layer derives the fastify route, OpenAPI, metrics and logs. */
 export function route<

@@ -48,12 +48,22 @@ const ERROR_MEANINGS: Record<ErrorStatus, string> = {
   503: 'A bundled server or provider is unavailable',
 };
 
-/** The error responses of an operation, each with the error body. */
-export function errorResponses(statuses: Iterable<ErrorStatus>): Record<number, TSchema> {
+/**
+ * The error responses of an operation, each with the error body. `alsoMeaning`: what statuses mean
+ * when the pipeline answers them besides the operation (added to a status the operation has too).
+ */
+export function errorResponses(
+  statuses: Iterable<ErrorStatus>,
+  alsoMeaning: Partial<Record<ErrorStatus, string>> = {},
+): Record<number, TSchema> {
+  const meanings = new Map<number, string[]>();
+  for (const status of statuses) meanings.set(status, [ERROR_MEANINGS[status]]);
+  for (const [status, meaning] of Object.entries(alsoMeaning))
+    meanings.set(Number(status), [...(meanings.get(Number(status)) ?? []), meaning]);
   return Object.fromEntries(
-    [...new Set(statuses)]
-      .sort()
-      .map((status) => [status, { ...ErrorBody, description: ERROR_MEANINGS[status] }]),
+    [...meanings]
+      .sort(([a], [b]) => a - b)
+      .map(([status, texts]) => [status, { ...ErrorBody, description: texts.join('; or ') }]),
   );
 }
 

@@ -11,7 +11,7 @@ export const controlPlane: ServerDefinition = {
   aptPackages: [],
   // Its grace period for in-flight requests runs on SIGTERM.
   stopSignal: 'SIGTERM',
-  ports: ['controlPlane'],
+  ports: ['controlPlane', 'controlPlaneInternal'],
   url: ({ ports }) => `http://127.0.0.1:${ports.controlPlane}`,
 
   async prepare({ paths }) {

@@ -9,8 +9,8 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { CHAT_DOMAIN, CHAT_MUC_DOMAIN } from '../env-file.js';
+import { basename, dirname, join } from 'node:path';
+import { CHAT_DOMAIN, CHAT_MUC_DOMAIN, EJABBERD_API_USER, EJABBERD_OPERATOR_USER } from '../env-file.js';
 import { StackError } from '../errors.js';
 import { runChecked } from '../exec.js';
 import { ensureDir, writeFileAtomic } from '../files.js';
@@ -25,7 +25,10 @@ import { dataDirOf, type ServerDefinition, type StackContext } from './types.js'
 const ERL = '/usr/bin/erl';
 const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
-const SCOPE_MODULE_SOURCE = join(REPO_ROOT, 'ejabberd', 'mod_svc_scope.erl');
+/** Our Erlang modules: app scoping (mod_svc_scope) and the HTTP API's accounts (auth_method svc_api). */
+const MODULE_SOURCES = ['mod_svc_scope', 'ejabberd_auth_svc_api'].map((name) =>
+  join(REPO_ROOT, 'ejabberd', `${name}.erl`),
+);
 const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
 const ACCEPT_ALL_AUTH = join(REPO_ROOT, 'ejabberd', 'accept-all-auth.mjs');
 const INETRC_SOURCE = '/etc/ejabberd/inetrc';
@@ -66,32 +69,32 @@ function findEjabberdDir(): string {
 }
 
 /**
- * Compiles mod_svc_scope.erl into ebinDir unless the beam there was built from the same source
- * against the same ejabberd and xmpp headers: the stamp file beside it holds the hash of all three.
+ * Compiles our Erlang modules into ebinDir unless the beams there were built from the same sources
+ * against the same ejabberd and xmpp headers: the stamp file beside them holds the hash of all of it.
  */
-async function ensureScopeModule(ebinDir: string): Promise<void> {
+async function ensureModules(ebinDir: string): Promise<void> {
   const ejabberdDir = findEjabberdDir();
   const xmppDir = findEntry(ERLANG_LIB_ROOT, 'p1_xmpp-');
   if (xmppDir === undefined)
     throw new StackError(`no ${ERLANG_LIB_ROOT}/p1_xmpp-* directory found (apt-get install ejabberd)`);
-  const beam = join(ebinDir, 'mod_svc_scope.beam');
-  const stampFile = join(ebinDir, 'mod_svc_scope.sha256');
-  const stamp = createHash('sha256')
-    .update(readFileSync(SCOPE_MODULE_SOURCE))
-    .update(`\0${ejabberdDir}\0${xmppDir}`)
-    .digest('hex');
-  if (existsSync(beam) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === stamp) return;
+  const beams = MODULE_SOURCES.map((source) => basename(source).replace(/\.erl$/, '.beam'));
+  const stampFile = join(ebinDir, 'modules.sha256');
+  const hash = createHash('sha256');
+  for (const source of MODULE_SOURCES) hash.update(readFileSync(source)).update('\0');
+  const stamp = hash.update(`${ejabberdDir}\0${xmppDir}`).digest('hex');
+  const built = beams.every((beam) => existsSync(join(ebinDir, beam)));
+  if (built && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === stamp) return;
   mkdirSync(ebinDir, { recursive: true });
   // A private output dir, so that a failed compile never leaves a half-written beam in place.
   const buildDir = mkdtempSync(join(ebinDir, '.build-'));
   try {
-    await runChecked('compiling ejabberd/mod_svc_scope.erl', ERLC, [
-      // -pa: erlc checks the gen_mod behaviour's callbacks.
+    await runChecked('compiling ejabberd/*.erl', ERLC, [
+      // -pa: erlc checks the gen_mod and ejabberd_auth behaviours' callbacks.
       ...['-pa', join(ejabberdDir, 'ebin')],
       ...['-I', join(ejabberdDir, 'include'), '-I', join(xmppDir, 'include')],
-      ...['-o', buildDir, SCOPE_MODULE_SOURCE],
+      ...['-o', buildDir, ...MODULE_SOURCES],
     ]);
-    renameSync(join(buildDir, 'mod_svc_scope.beam'), beam);
+    for (const beam of beams) renameSync(join(buildDir, beam), join(ebinDir, beam));
     writeFileSync(stampFile, `${stamp}\n`);
   } finally {
     rmSync(buildDir, { recursive: true, force: true });
@@ -155,12 +158,30 @@ export function renderEjabberdConfig(context: StackContext): string {
     muc_domain: CHAT_MUC_DOMAIN,
     websocket_port: ports.ejabberdWebSocket,
     api_port: ports.ejabberdApi,
+    api_user: EJABBERD_API_USER,
+    operator_user: EJABBERD_OPERATOR_USER,
   });
 }
 
-/** The auth bridge's settings: where the control plane listens, and the secret it expects. */
+/** The auth bridge's settings: the control plane's internal listener, and the bridge's own secret. */
 export function renderExtauthConfig({ ports, secrets }: StackContext): string {
-  return `${JSON.stringify({ url: `http://127.0.0.1:${ports.controlPlane}`, secret: secrets.internalSecret }, null, 2)}\n`;
+  const config = {
+    url: `http://127.0.0.1:${ports.controlPlaneInternal}`,
+    secret: secrets.ejabberdAuthSecret,
+  };
+  return `${JSON.stringify(config, null, 2)}\n`;
+}
+
+/**
+ * The HTTP API's accounts as ejabberd_auth_svc_api reads them: user=sha256 of the secret. The control
+ * plane's account runs its few commands; the operator's runs any (docs/stack.md).
+ */
+export function ejabberdApiAccounts({ secrets }: StackContext): string {
+  const digest = (secret: string) => createHash('sha256').update(secret).digest('hex');
+  return [
+    `${EJABBERD_API_USER}=${digest(secrets.ejabberdApiSecret)}`,
+    `${EJABBERD_OPERATOR_USER}=${digest(secrets.ejabberdOperatorSecret)}`,
+  ].join(',');
 }
 
 function files(context: StackContext) {
@@ -173,7 +194,7 @@ function files(context: StackContext) {
     config: join(context.paths.confDir, 'ejabberd.yml'),
     inetrc: join(context.paths.confDir, 'inetrc'),
     extauthConfig: join(context.paths.confDir, 'extauth.json'),
-    // mod_svc_scope.beam, compiled by prepare(); shared by the profiles like every built binary.
+    // Our modules' beams, compiled by prepare(); shared by the profiles like every built binary.
     // Not named ejabberd*: OTP would take a code path dir of that name for ejabberd's own lib dir.
     ebin: join(context.paths.binDir, 'mod_svc_scope'),
   };
@@ -218,7 +239,7 @@ export const ejabberd: ServerDefinition = {
     const { spool, ownLogDir, config, inetrc, ebin } = files(context);
     ensureDir(spool, user, 0o700);
     ensureDir(ownLogDir, user);
-    await ensureScopeModule(ebin);
+    await ensureModules(ebin);
     await prepareAuthBridge(context, user);
     writeFileAtomic(config, renderEjabberdConfig(context), user);
     // Without it every name lookup of the VM logs an "inet_config ... not found" report.
@@ -237,7 +258,7 @@ export const ejabberd: ServerDefinition = {
         '-sname',
         ejabberdNodeName(context.profile),
         '-noinput',
-        // mod_svc_scope, which ejabberd.yml loads.
+        // mod_svc_scope and ejabberd_auth_svc_api, which ejabberd.yml loads.
         '-pa',
         ebin,
         // Distribution on a fixed loopback port without epmd: nothing outlives the node.
@@ -262,6 +283,7 @@ export const ejabberd: ServerDefinition = {
         ERL_CRASH_DUMP: join(ownLogDir, 'erl_crash.dump'),
         ERL_LIBS: dirname(findEjabberdDir()),
         ERL_INETRC: inetrc,
+        SVC_EJABBERD_API_ACCOUNTS: ejabberdApiAccounts(context),
       }),
       cwd: spool,
     };

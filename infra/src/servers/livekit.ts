@@ -25,7 +25,7 @@ export function renderLivekitConfig(ports: PortMap, secrets: StackSecrets): stri
     rtc_udp_port: ports.livekitRtcUdp,
     api_key: secrets.livekitApiKey,
     api_secret: secrets.livekitApiSecret,
-    webhook_url: `http://127.0.0.1:${ports.controlPlane}${LIVEKIT_WEBHOOK_PATH}`,
+    webhook_url: `http://127.0.0.1:${ports.controlPlaneInternal}${LIVEKIT_WEBHOOK_PATH}`,
   });
 }
 

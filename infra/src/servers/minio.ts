@@ -54,9 +54,9 @@ export function minioEnvironment(context: StackContext): Record<string, string> 
     // No update checks against the internet.
     MINIO_UPDATE: 'off',
     ...MINIO_SHARED_SETTINGS,
-    MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: `http://127.0.0.1:${ports.controlPlane}${MINIO_EVENTS_PATH}`,
+    MINIO_NOTIFY_WEBHOOK_ENDPOINT_PRIMARY: `http://127.0.0.1:${ports.controlPlaneInternal}${MINIO_EVENTS_PATH}`,
     // One word, so MinIO sends "Authorization: Bearer <secret>".
-    MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: secrets.internalSecret,
+    MINIO_NOTIFY_WEBHOOK_AUTH_TOKEN_PRIMARY: secrets.minioWebhookSecret,
     // Every event is written here first and deleted once the control plane answers 2xx, so events
     // survive the control plane being down (it starts after MinIO) and MinIO restarting.
     MINIO_NOTIFY_WEBHOOK_QUEUE_DIR_PRIMARY: queueDirOf(context),

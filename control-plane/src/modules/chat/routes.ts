@@ -56,6 +56,7 @@ export const chatRoutes = (chat: ChatService) => [
     method: 'POST',
     url: '/internal/ejabberd/auth',
     auth: 'internal',
+    internalCaller: 'ejabberd',
     tags: ['internal'],
     summary: 'ejabberd’s external-auth question (auth or isuser)',
     hidden: true,

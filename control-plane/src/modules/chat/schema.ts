@@ -1,17 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { displayName, externalId } from '../../platform/identities.js';
 import { Deleted } from '../../platform/schemas.js';
-
-/**
- * Chat user ids and room names become part of a JID local part, which ejabberd folds to lowercase
- * and in which `@`, `/`, `:` and spaces are not allowed. They are refused rather than escaped
- * (XEP-0106), so the id a client sees in a JID is exactly the app's own id.
- */
-export const CHAT_NAME_PATTERN = '^[a-z0-9][a-z0-9._-]{0,63}$';
-const chatName = (description: string) =>
-  Type.String({
-    pattern: CHAT_NAME_PATTERN,
-    description: `${description}: 1-64 of lowercase letters, digits, '.', '_' and '-', starting with a letter or digit`,
-  });
 
 export const MIN_CHAT_TTL = 60;
 export const MAX_CHAT_TTL = 86_400;
@@ -19,10 +8,8 @@ export const DEFAULT_CHAT_TTL = 21_600;
 
 export const ChatTokenRequest = Type.Object(
   {
-    user_id: chatName('Your user id'),
-    name: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 64, description: 'Room nickname; default the user id' }),
-    ),
+    user_id: externalId('Your user id'),
+    name: Type.Optional(displayName(64, 'Room nickname; default the user id')),
     ttl_seconds: Type.Integer({ minimum: MIN_CHAT_TTL, maximum: MAX_CHAT_TTL, default: DEFAULT_CHAT_TTL }),
   },
   { additionalProperties: false },
@@ -31,7 +18,10 @@ export const ChatTokenRequest = Type.Object(
 export const ChatCredential = Type.Object(
   {
     jid: Type.String({ description: '<user>@<domain>' }),
-    user: Type.String({ description: 'The JID local part: the app’s prefix, a dot, then user_id' }),
+    user: Type.String({
+      description:
+        'The JID local part: the app’s prefix, a dot, then user_id as it is when that is lowercase letters, digits, ".", "_" and "-", otherwise "~" and the base32 (RFC 4648, lowercase, unpadded) of its UTF-8',
+    }),
     domain: Type.String(),
     password: Type.String({
       description: 'Use with SASL PLAIN over the WebSocket; replaced by the next credential',
@@ -47,7 +37,7 @@ export const ChatCredential = Type.Object(
 );
 
 export const ChatUserParams = Type.Object(
-  { user_id: chatName('Your user id') },
+  { user_id: externalId('Your user id') },
   { additionalProperties: false },
 );
 
@@ -60,12 +50,16 @@ export const RevokeResponse = Deleted({
   sessions_closed: Type.Integer({ description: 'Open sessions of the user that were disconnected' }),
 });
 
-export const RoomRequest = Type.Object({ room: chatName('Your room name') }, { additionalProperties: false });
+export const RoomRequest = Type.Object(
+  { room: externalId('Your room name') },
+  { additionalProperties: false },
+);
 
 export const RoomResponse = Type.Object(
   {
     room: Type.String({
-      description: 'The full room address, <room_prefix><room>@<muc domain>: use it as given',
+      description:
+        'The full room address, <room_prefix><room>@<muc domain>, the room name turned into a JID node as user_id is in a credential’s `user`: use it as given',
     }),
     name: Type.String({ description: 'Your room name' }),
     max_occupants: Type.Integer({ description: 'The app’s max_room_size' }),

@@ -13,6 +13,7 @@ import {
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { KeyMode, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
+import { parseScopedNode, scopedNode } from '../../platform/identities.js';
 import type { Metering, UsagePrice } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
@@ -27,7 +28,10 @@ export interface ChatSettings {
   wsUrl: string;
 }
 
-/** A user's one live credential: a Redis hash of the password's SHA-256 (hex) and its expiry. */
+/**
+ * A user's one live credential: a Redis hash of the password's SHA-256 (hex) and its expiry, under
+ * the JID's local part (what a login names).
+ */
 const credentialKey = (localPart: string) => `svc:chat:credential:${localPart}`;
 /** The users of an app and mode counted active in a month (a set that outlives the month it names). */
 const activeKey = (appId: string, mode: KeyMode, month: string) =>
@@ -76,6 +80,7 @@ if redis.call('SADD', KEYS[3], ARGV[4]) == 1 then
 end
 return 'ok'`;
 
+// User ids cannot hold the separator (a tab): the id rule refuses control characters.
 const field = (...parts: (string | number)[]) => parts.join(FIELD_SEPARATOR);
 
 export function createChatService(deps: {
@@ -157,11 +162,11 @@ export function createChatService(deps: {
 
   /** A login's questions, answered from the settings cache and one Redis round trip. */
   async function authenticate(localPart: string, password: string): Promise<boolean> {
-    const dot = localPart.indexOf('.');
-    if (dot <= 0) return false;
-    const settings = await deps.realtime.findByChatPrefix(localPart.slice(0, dot));
+    const user = parseScopedNode(localPart);
+    if (!user) return false;
+    const settings = await deps.realtime.findByChatPrefix(user.prefix);
     if (!settings?.products.includes('chat')) return false;
-    const userId = localPart.slice(dot + 1);
+    const userId = user.id;
     const now = deps.clock.now();
     const month = now.toISOString().slice(0, 7);
     const price = (await deps.prices.table()).get(metricKey('chat', 'monthly_active_users'))!;
@@ -196,14 +201,11 @@ export function createChatService(deps: {
 
   /** Whether ejabberd should treat the user as existing (to route messages to them when offline). */
   async function userExists(localPart: string): Promise<boolean> {
-    const dot = localPart.indexOf('.');
-    if (dot <= 0) return false;
+    const user = parseScopedNode(localPart);
+    if (!user) return false;
     if ((await deps.redis.exists(credentialKey(localPart))) === 1) return true;
-    const settings = await deps.realtime.findByChatPrefix(localPart.slice(0, dot));
-    return (
-      settings !== null &&
-      chatStore(deps.pool).userExists(settings.app_id, settings.mode, localPart.slice(dot + 1))
-    );
+    const settings = await deps.realtime.findByChatPrefix(user.prefix);
+    return settings !== null && chatStore(deps.pool).userExists(settings.app_id, settings.mode, user.id);
   }
 
   return {
@@ -218,7 +220,7 @@ export function createChatService(deps: {
     ) => {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
       const now = deps.clock.now();
-      const localPart = `${settings.chat_prefix}.${input.user_id}`;
+      const localPart = scopedNode(settings.chat_prefix, input.user_id);
       const password = newSecret('');
       const expiresAt = now.getTime() + input.ttl_seconds * 1000;
       await admit(
@@ -248,7 +250,7 @@ export function createChatService(deps: {
     /** Revokes the user's credential: the next login is refused and open sessions are closed. */
     revokeCredential: async (principal: Principal, userId: string) => {
       const settings = await deps.realtime.ensure(principal);
-      const localPart = `${settings.chat_prefix}.${userId}`;
+      const localPart = scopedNode(settings.chat_prefix, userId);
       const revoked = (await deps.redis.del(credentialKey(localPart))) === 1;
       const sessionsClosed = await deps.ejabberd.kickUser(localPart);
       return {
@@ -263,10 +265,11 @@ export function createChatService(deps: {
     /** Makes sure the room exists in ejabberd with the app's room size and archiving. */
     ensureRoom: async (principal: Principal, room: string) => {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
-      await deps.ejabberd.ensureRoom(`${settings.chat_prefix}.${room}`, { maxUsers: settings.max_room_size });
+      const node = scopedNode(settings.chat_prefix, room);
+      await deps.ejabberd.ensureRoom(node, { maxUsers: settings.max_room_size });
       await chatStore(deps.pool).addRoom(principal.appId, principal.mode, room, deps.clock.now());
       return {
-        room: `${settings.chat_prefix}.${room}@${deps.settings.mucDomain}`,
+        room: `${node}@${deps.settings.mucDomain}`,
         name: room,
         max_occupants: settings.max_room_size,
         mam: settings.mam,

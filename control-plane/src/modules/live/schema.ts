@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
+import { externalId } from '../../platform/identities.js';
 import { literalUnion } from '../../platform/schemas.js';
 
 export const KINDS = ['live', 'call', 'audio'] as const;
@@ -28,16 +29,8 @@ export const PUBLISHES_BY_DEFAULT: Record<Kind, boolean> = { live: false, call: 
 
 export const LiveTokenRequest = Type.Object(
   {
-    room: Type.String({
-      pattern: '^[A-Za-z0-9_-]{1,128}$',
-      description: 'Your room name: 1-128 letters, digits, - and _',
-    }),
-    identity: Type.String({
-      minLength: 1,
-      maxLength: 128,
-      pattern: '^[^\\u0000-\\u001f\\u007f]+$',
-      description: 'Your user id (1-128 characters, no control characters)',
-    }),
+    room: externalId('Your room name'),
+    identity: externalId('Your user id, the same as its chat user_id'),
     kind: Type.Optional(
       literalUnion(KINDS, {
         description: 'live (a stream with viewers), call, or audio (microphones only); default live',
@@ -58,7 +51,10 @@ export const LiveTokenResponse = Type.Object(
   {
     url: Type.String({ description: 'The LiveKit WebSocket URL' }),
     token: Type.String({ description: 'A LiveKit access token (JWT)' }),
-    room: Type.String({ description: 'The app-scoped room name the token joins' }),
+    room: Type.String({
+      description:
+        'The app-scoped room name the token joins: the app’s prefix, a dot, then your room name as sent',
+    }),
     expires_in: Type.Integer({ description: 'Seconds until the token expires' }),
   },
   { additionalProperties: false },

@@ -15,6 +15,7 @@ import { withLease } from '../../platform/lease.js';
 import type { Metering, Usage } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
+import { pruneInBatches } from '../../platform/pruning.js';
 import type { Standing } from '../../platform/standing.js';
 import { inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { RealtimeService } from '../realtime/service.js';
@@ -40,7 +41,6 @@ export const RECONCILE_GRACE_MS = 60_000;
  * a week is ample, and older ids are pruned (a table that only ever grew).
  */
 export const EVENT_RETENTION_MS = 7 * 86_400_000;
-const PRUNE_BATCH = 10_000;
 /** How often the spend guard looks at live accounts with open sessions. */
 export const SPEND_GUARD_EVERY_MS = 5_000;
 
@@ -296,6 +296,7 @@ export function createLiveService(deps: {
       const kind = input.kind ?? 'live';
       const settings = await deps.realtime.requireProduct(principal, kind === 'live' ? 'live' : 'calls');
       const publish = input.publish ?? PUBLISHES_BY_DEFAULT[kind];
+      // LiveKit names are case-sensitive byte strings: the room goes in as sent, not as a JID node.
       const room = `${settings.chat_prefix}.${input.room}`;
       const token = await deps.livekit.mintToken({
         identity: input.identity,
@@ -358,14 +359,9 @@ export function createLiveService(deps: {
     },
 
     /** Deletes webhook ids past their retention, in batches; answers how many went. */
-    pruneEvents: async (): Promise<{ pruned: number }> => {
+    pruneEvents: () => {
       const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_MS);
-      let pruned = 0;
-      for (;;) {
-        const deleted = await liveStore(deps.pool).pruneEvents(before, PRUNE_BATCH);
-        pruned += deleted;
-        if (deleted < PRUNE_BATCH) return { pruned };
-      }
+      return pruneInBatches((limit) => liveStore(deps.pool).pruneEvents(before, limit));
     },
 
     /**

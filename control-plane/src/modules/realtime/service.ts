@@ -4,6 +4,7 @@ import { createSharedCache, type InvalidationBus } from '../../platform/cache.js
 import type { KeyMode } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
+import { scopedNode } from '../../platform/identities.js';
 import { randomBase62 } from '../../platform/ids.js';
 import { newSecret } from '../../platform/secrets.js';
 import { inTransaction } from '../../platform/transaction.js';
@@ -122,7 +123,7 @@ export function createRealtimeService(deps: {
           rooms
             .slice(i, i + ROOM_UPDATE_CONCURRENCY)
             .map((room) =>
-              deps.ejabberd.ensureRoom(`${current.chat_prefix}.${room}`, { maxUsers: next.maxRoomSize }),
+              deps.ejabberd.ensureRoom(scopedNode(current.chat_prefix, room), { maxUsers: next.maxRoomSize }),
             ),
         );
       }

@@ -114,6 +114,7 @@ export const storageRoutes = (storage: StorageService) => [
     method: 'POST',
     url: '/internal/minio/events',
     auth: 'internal',
+    internalCaller: 'minio',
     tags: ['internal'],
     summary: 'MinIO’s bucket notifications',
     hidden: true,

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
+import { displayName } from '../../platform/identities.js';
 import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
 
 export const MAX_UPLOAD_BYTES = 5 * 1024 ** 3;
@@ -82,7 +83,7 @@ export const StorageObject = Type.Object(
 
 export const UploadRequest = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000-\\u001f\\u007f/\\\\]+$' }),
+    name: displayName(255, 'The file name, without "/" or "\\"', { pattern: '^[^/\\\\]+$' }),
     content_type: Type.String({
       pattern: '^[a-z0-9.+-]+/[a-z0-9.+-]+$',
       maxLength: 127,

@@ -45,6 +45,7 @@ export const systemRoutes = (deps: SystemDeps) => [
     method: 'GET',
     url: '/metrics',
     auth: 'public',
+    listener: 'internal',
     tags: ['system'],
     summary: 'Prometheus metrics',
     hidden: true,

@@ -1,0 +1,88 @@
+import type { DatabasePool } from 'slonik';
+import type { KeyMode } from './caller.js';
+import type { Clock } from './clock.js';
+import { errors } from './errors.js';
+import { type HeldKey, idempotencyStore } from './idempotency-store.js';
+import { randomBase62 } from './ids.js';
+import { pruneInBatches } from './pruning.js';
+import type { Db } from './transaction.js';
+
+export type { HeldKey } from './idempotency-store.js';
+
+/** How long a key answers what it first answered; past that, the same key runs again. */
+export const IDEMPOTENCY_WINDOW_MS = 86_400_000;
+
+/**
+ * How long a run holds its key without an answer. Past it another attempt may take the key: the run's
+ * process has died (its work, and any charge, rolled back with it). Far longer than a handler's
+ * bounded work (a statement 15 s, an ejabberd call 5 s).
+ */
+export const IDEMPOTENCY_LOCK_MS = 60_000;
+
+/** What a key's first request answered, replayed to every later one. */
+export interface KeptAnswer {
+  status: number;
+  /** The body exactly as it was sent. */
+  body: string;
+  /** Headers the handler set itself. */
+  headers: Record<string, string>;
+  costMicros: number;
+}
+
+export type Claimed = { held: HeldKey } | { replay: KeptAnswer };
+
+/**
+ * Idempotency keys (`Idempotency-Key`) of one app in one key mode: a request claims its key before it
+ * runs; the same key and request later get the kept answer, another request with the key a 422, and
+ * a request while the first still runs a 409.
+ */
+export function createIdempotency(deps: { pool: DatabasePool; clock: Clock }) {
+  return {
+    claim: async (
+      scope: { appId: string; mode: KeyMode },
+      key: string,
+      fingerprint: string,
+    ): Promise<Claimed> => {
+      const held: HeldKey = { appId: scope.appId, mode: scope.mode, key, claim: randomBase62(20) };
+      const now = deps.clock.now();
+      const row = await idempotencyStore(deps.pool).claim(held, fingerprint, {
+        now,
+        windowStart: new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS),
+        lockedUntil: new Date(now.getTime() + IDEMPOTENCY_LOCK_MS),
+      });
+      if (row.claimed) return { held };
+      if (row.fingerprint !== fingerprint) throw errors.idempotencyKeyReused();
+      if (row.status === null || row.body === null) throw errors.idempotencyKeyInUse();
+      return {
+        replay: {
+          status: row.status,
+          body: row.body,
+          headers: row.headers ?? {},
+          costMicros: row.cost_micros ?? 0,
+        },
+      };
+    },
+
+    /**
+     * Keeps the answer of a held key, through `db`: a charged call's transaction, so that the answer
+     * and the charge commit together or not at all (the cost is filled in by the charge, in the
+     * COMMIT). A key taken over meanwhile is a 409: its new holder's answer is the one kept.
+     */
+    keep: async (held: HeldKey, answer: Omit<KeptAnswer, 'costMicros'>, db: Db = deps.pool) => {
+      if (!(await idempotencyStore(db).answer(held, answer))) throw errors.idempotencyKeyInUse();
+    },
+
+    /** Gives up a held key without an answer: the same key may run again at once. */
+    release: async (held: HeldKey) => {
+      await idempotencyStore(deps.pool).release(held);
+    },
+
+    /** Deletes keys past their window, a batch at a time (one replica runs it: maintenance's lease). */
+    prune: () => {
+      const before = new Date(deps.clock.now().getTime() - IDEMPOTENCY_WINDOW_MS);
+      return pruneInBatches((limit) => idempotencyStore(deps.pool).prune(before, limit));
+    },
+  };
+}
+
+export type Idempotency = ReturnType<typeof createIdempotency>;
