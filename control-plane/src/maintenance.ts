@@ -27,6 +27,16 @@ interface Task {
  */
 export function startMaintenance(container: Container, log: FastifyBaseLogger): () => Promise<void> {
   let bucketReady = false;
+  /** A leased sweep deleting rows past their use, logging how many went. */
+  const pruning = (rows: string, what: string, prune: () => Promise<{ pruned: number }>): Task => ({
+    name: `${rows} pruning`,
+    everyMs: MAINTENANCE_EVERY_MS,
+    leased: true,
+    run: async () => {
+      const { pruned } = await prune();
+      if (pruned > 0) log.info({ pruned }, `pruned ${what}`);
+    },
+  });
   const tasks: Task[] = [
     { name: 'accrued usage flush', everyMs: ACCRUAL_FLUSH_MS, run: () => container.accrual.flush() },
     {
@@ -67,24 +77,10 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       leased: true,
       run: () => container.storage.meterStoredBytes(),
     },
-    {
-      name: 'live webhook ids pruning',
-      everyMs: MAINTENANCE_EVERY_MS,
-      leased: true,
-      run: async () => {
-        const { pruned } = await container.live.pruneEvents();
-        if (pruned > 0) log.info({ pruned }, 'pruned LiveKit webhook ids past their retention');
-      },
-    },
-    {
-      name: 'idempotency keys pruning',
-      everyMs: MAINTENANCE_EVERY_MS,
-      leased: true,
-      run: async () => {
-        const { pruned } = await container.idempotency.prune();
-        if (pruned > 0) log.info({ pruned }, 'pruned idempotency keys past their 24 hours');
-      },
-    },
+    pruning('live webhook ids', 'LiveKit webhook ids past their retention', () =>
+      container.live.pruneEvents(),
+    ),
+    pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
   ];
   const runOnce = (task: Task) =>
     task.leased ? withLease(container.redis, `maintenance:${task.name}`, task.everyMs, task.run) : task.run();

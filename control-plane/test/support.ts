@@ -137,6 +137,9 @@ export function meterNow(container: Container, payer: Payer, usages: Usage[]): P
   return inTransaction(container.pool, (tx) => container.metering.meter(tx, payer, usages));
 }
 
+/** Read once: the login benchmark registers hundreds of accounts. */
+let operatorSecret: string | undefined;
+
 /**
  * A command of ejabberd's HTTP API as the test stack's operator account, for what the control
  * plane's own account may not run (reading a room's options, registering bench accounts).
@@ -146,8 +149,8 @@ export async function ejabberdAsOperator(
   command: string,
   body: object,
 ): Promise<Response> {
-  const secret = ensureSecrets(stackPaths('test').secretsFile).ejabberdOperatorSecret;
-  const credential = Buffer.from(`${EJABBERD_OPERATOR_USER}@${settings.SVC_CHAT_DOMAIN}:${secret}`);
+  operatorSecret ??= ensureSecrets(stackPaths('test').secretsFile).ejabberdOperatorSecret;
+  const credential = Buffer.from(`${EJABBERD_OPERATOR_USER}@${settings.SVC_CHAT_DOMAIN}:${operatorSecret}`);
   return fetch(`${settings.SVC_EJABBERD_API_URL}/${command}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Basic ${credential.toString('base64')}` },
