@@ -5,7 +5,15 @@
 import { xml } from '@xmpp/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Container } from '../control-plane/src/container.js';
-import { api, type Customer, createCustomer, meterNow, openContainer } from './support/stack.js';
+import {
+  api,
+  type Customer,
+  createCustomer,
+  ejabberdAsOperator,
+  meterNow,
+  openContainer,
+  stackSettings,
+} from './support/stack.js';
 import {
   archive,
   bodyOf,
@@ -106,6 +114,51 @@ describe('chat on ejabberd', () => {
     expect(revoked.body.sessions_closed).toBe(1);
     await dropped;
     expect(await loginFailure(credential)).toBe('not-authorized');
+  });
+
+  it('closes a login whose password was accepted just before the credential was revoked', async () => {
+    const customer = await createCustomer(container);
+    const credential = await mint(customer, 'fay');
+    let passwordAccepted!: () => void;
+    const accepted = new Promise<void>((resolve) => {
+      passwordAccepted = resolve;
+    });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The login passes ejabberd's password check (the control plane said yes), then waits before it
+    // binds its session: the revocation lands in between, when there is no session to kick yet.
+    const login = connect(credential, async () => {
+      passwordAccepted();
+      await held;
+      return 'held';
+    }).then(
+      (session) => {
+        sessions.push(session);
+        return new Promise<string>((resolve) => {
+          session.xmpp.once('disconnect', () => resolve('closed'));
+          setTimeout(() => resolve('survived'), 5_000);
+        });
+      },
+      (error: { condition?: string }) => error.condition ?? 'refused',
+    );
+    await accepted;
+    const revoked = await api<{ sessions_closed: number }>(
+      customer,
+      'DELETE',
+      '/v1/realtime/chat/tokens/fay',
+    );
+    expect(revoked.body.sessions_closed).toBe(0);
+    release();
+    expect(await login).toMatch(/^(closed|not-authorized)$/);
+    const resources = await ejabberdAsOperator(stackSettings(), 'user_resources', {
+      user: credential.user,
+      host: credential.domain,
+    });
+    expect(await resources.json()).toEqual([]);
+    // The revocation closes the login that raced it, not the ones after it.
+    expect(await loginFailure(await mint(customer, 'fay'))).toBeNull();
   });
 
   it('refuses every login of a live app whose balance is empty, and takes them again after a top-up', async () => {

@@ -26,7 +26,7 @@ async function command(name: string, body: object, authorization?: string): Prom
 }
 
 const controlPlane = basic(EJABBERD_API_USER, settings.SVC_EJABBERD_API_SECRET);
-const kick = { user: `nobody-${randomUUID().slice(0, 8)}`, host: settings.SVC_CHAT_DOMAIN };
+const revocation = { user: `nobody-${randomUUID().slice(0, 8)}`, host: settings.SVC_CHAT_DOMAIN };
 const register = () => ({
   user: `intruder-${randomUUID().slice(0, 8)}`,
   host: settings.SVC_CHAT_DOMAIN,
@@ -35,14 +35,16 @@ const register = () => ({
 
 describe("ejabberd's HTTP API", () => {
   it('refuses a local caller without a credential, or with a wrong one, everything but the health check', async () => {
-    expect(await command('kick_user', kick)).toBeGreaterThanOrEqual(400);
+    expect(await command('svc_revoke_user', revocation)).toBeGreaterThanOrEqual(400);
     expect(await command('register', register())).toBeGreaterThanOrEqual(400);
-    expect(await command('kick_user', kick, basic(EJABBERD_API_USER, 'not-the-secret'))).toBe(401);
+    expect(await command('svc_revoke_user', revocation, basic(EJABBERD_API_USER, 'not-the-secret'))).toBe(
+      401,
+    );
     expect(await command('status', {})).toBe(200);
   });
 
   it("runs the control plane's commands with its credential, and no other command", async () => {
-    expect(await command('kick_user', kick, controlPlane)).toBe(200);
+    expect(await command('svc_revoke_user', revocation, controlPlane)).toBe(200);
     expect(await command('status', {}, controlPlane)).toBe(200);
     expect(await command('register', register(), controlPlane)).toBe(403);
     expect(await command('get_room_options', { name: 'x', service: 'y' }, controlPlane)).toBe(403);

@@ -1,5 +1,5 @@
-%%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, and archives an app's
-%%% messages only when the app asks for it.
+%%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, archives an app's
+%%% messages only when the app asks for it, and makes a revoked credential's racing login fail.
 %%%
 %%% Every app has a chat prefix: its users are <prefix>.<user>@<host>, its rooms
 %%% <prefix>.<room>@<muc host>. The prefix is the local part up to the first dot; a local part
@@ -11,8 +11,9 @@
 -behaviour(gen_mod).
 
 -export([start/2, stop/1, depends/2, mod_options/1, mod_doc/0]).
--export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3]).
--export([set_archiving/2, get_archiving/1]).
+-export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
+         c2s_session_opened/1]).
+-export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -21,7 +22,16 @@
 %% One row per app that has been told about archiving; enabled is 1 or 0.
 -record(svc_archiving, {prefix :: binary(), enabled :: 0 | 1}).
 
+%% When a user's credential was last revoked on this node (monotonic milliseconds: comparable only
+%% with this node's own clock, so every node keeps its own rows).
+-record(svc_revocation, {us :: {binary(), binary()}, at :: integer()}).
+
 -define(FORBIDDEN_TEXT, <<"Addresses of another app are out of reach">>).
+%% The process dictionary key under which a login keeps when its password was checked.
+-define(PASSWORD_CHECKED, svc_password_checked).
+%% A session must be opened this soon after its password check; revocations are kept twice as long.
+-define(LOGIN_WINDOW_MS, 60000).
+-define(REVOCATION_KEPT_MS, 120000).
 
 %%--------------------------------------------------------------------
 %% gen_mod
@@ -30,27 +40,33 @@
 start(Host, _Opts) ->
     %% disc_copies: the flags survive restarts, and every lookup is a RAM read. Without the table
     %% the module does not start: archiving decisions must never be left to chance.
-    case ejabberd_mnesia:create(?MODULE, svc_archiving,
-                                [{disc_copies, [node()]},
-                                 {attributes, record_info(fields, svc_archiving)}]) of
-        {atomic, ok} ->
+    Tables = [ejabberd_mnesia:create(?MODULE, svc_archiving,
+                                     [{disc_copies, [node()]},
+                                      {attributes, record_info(fields, svc_archiving)}]),
+              ejabberd_mnesia:create(?MODULE, svc_revocation,
+                                     [{ram_copies, [node()]}, {local_content, true},
+                                      {attributes, record_info(fields, svc_revocation)}])],
+    case lists:usort(Tables) of
+        [{atomic, ok}] ->
             %% Before mod_mam (88), so that a dropped stanza is never archived as sent.
             ejabberd_hooks:add(user_send_packet, Host, ?MODULE, user_send_packet, 10),
             %% Before mod_mam's own store_mam_message (100), which writes the archive.
             ejabberd_hooks:add(store_mam_message, Host, ?MODULE, store_mam_message, 50),
             ejabberd_hooks:add(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
+            ejabberd_hooks:add(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
             %% Node-wide (one router for every host); adding it again for a second host is a no-op.
             ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
             ejabberd_commands:register_commands(?MODULE, commands()),
             ok;
-        Error ->
-            {error, {svc_archiving_table, Error}}
+        Errors ->
+            {error, {svc_tables, Errors}}
     end.
 
 stop(Host) ->
     ejabberd_hooks:delete(user_send_packet, Host, ?MODULE, user_send_packet, 10),
     ejabberd_hooks:delete(store_mam_message, Host, ?MODULE, store_mam_message, 50),
     ejabberd_hooks:delete(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
+    ejabberd_hooks:delete(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
         false ->
@@ -63,8 +79,8 @@ depends(_Host, _Opts) -> [].
 mod_options(_Host) -> [].
 
 mod_doc() ->
-    #{desc => [<<"Keeps app-scoped chat addresses apart and archives each app's "
-                 "messages only when svc_set_archiving enabled it.">>]}.
+    #{desc => [<<"Keeps app-scoped chat addresses apart, archives each app's messages only when "
+                 "svc_set_archiving enabled it, and closes a login that raced svc_revoke_user.">>]}.
 
 %%--------------------------------------------------------------------
 %% API accounts
@@ -77,6 +93,79 @@ c2s_auth_result(#{auth_module := ejabberd_auth_svc_api, lang := Lang} = State, t
     {stop, ejabberd_c2s:send(State, xmpp:serr_not_authorized(<<"An API account cannot sign in to chat">>, Lang))};
 c2s_auth_result(State, _Result, _User) ->
     State.
+
+%%--------------------------------------------------------------------
+%% Revocation
+%%--------------------------------------------------------------------
+
+%% The control plane revokes a credential by deleting it, then calling svc_revoke_user. A login whose
+%% password the control plane accepted just before the deletion has no session yet for the kick to
+%% close; it opens one afterwards. So every node notes when it revoked the user, each login notes when
+%% its password was checked (ejabberd_auth_svc_api calls password_checked/1 in the login's process,
+%% before the external check asks the control plane), and a session whose password check is not
+%% later than the user's revocation is closed as it opens: it raced the revocation. The kick that
+%% follows the note closes every session opened before it.
+
+%% Called in the login's own process, before the password goes to the control plane.
+password_checked(LUser) ->
+    put(?PASSWORD_CHECKED, {LUser, erlang:monotonic_time(millisecond)}).
+
+c2s_session_opened(#{user := User, lserver := LServer, lang := Lang} = State) ->
+    case raced_revocation(jid:nodeprep(User), LServer) of
+        false ->
+            State;
+        true ->
+            Text = <<"The credential was revoked while signing in">>,
+            {stop, ejabberd_c2s:send(State, xmpp:serr_not_authorized(Text, Lang))}
+    end.
+
+raced_revocation(LUser, LServer) ->
+    case erase(?PASSWORD_CHECKED) of
+        {LUser, Checked} ->
+            %% A login held open longer than revocations are kept could not be judged: it is refused.
+            erlang:monotonic_time(millisecond) - Checked > ?LOGIN_WINDOW_MS orelse
+                case mnesia:dirty_read(svc_revocation, {LUser, LServer}) of
+                    [#svc_revocation{at = Revoked}] -> Revoked >= Checked;
+                    [] -> false
+                end;
+        %% Every password is checked through ejabberd_auth_svc_api first (auth_method); a session
+        %% without a noted check was not authenticated by password (nothing of ours to judge).
+        _ ->
+            false
+    end.
+
+%% Notes the revocation on every node of the cluster, then closes the user's open sessions.
+revoke_user(User, Host) ->
+    case {jid:nodeprep(User), jid:nameprep(Host)} of
+        {LUser, LServer} when is_binary(LUser), LUser /= <<>>, is_binary(LServer) ->
+            case ejabberd_router:is_my_host(LServer) of
+                false ->
+                    {error, <<"host is not served here">>};
+                true ->
+                    {Results, Unreached} =
+                        ejabberd_cluster:multicall(?MODULE, mark_revoked, [LUser, LServer]),
+                    Closed = ejabberd_sm:kick_user(LUser, LServer),
+                    case Unreached == [] andalso lists:all(fun(R) -> R == ok end, Results) of
+                        true ->
+                            Closed;
+                        false ->
+                            ?ERROR_MSG("Revocation of ~ts@~ts not noted on every node: ~p ~p",
+                                       [LUser, LServer, Results, Unreached]),
+                            {error, <<"the revocation did not reach every node">>}
+                    end
+            end;
+        _ ->
+            {error, <<"user and host must be a valid account">>}
+    end.
+
+%% This node's note, and the end of notes too old for any login still allowed to open a session.
+mark_revoked(LUser, LServer) ->
+    Now = erlang:monotonic_time(millisecond),
+    Expired = mnesia:dirty_select(svc_revocation,
+                                  [{#svc_revocation{us = '$1', at = '$2'},
+                                    [{'<', '$2', Now - ?REVOCATION_KEPT_MS}], ['$1']}]),
+    lists:foreach(fun(US) -> mnesia:dirty_delete(svc_revocation, US) end, Expired),
+    mnesia:dirty_write(#svc_revocation{us = {LUser, LServer}, at = Now}).
 
 %%--------------------------------------------------------------------
 %% Isolation
@@ -161,7 +250,7 @@ archiving(Prefix) ->
     end.
 
 %%--------------------------------------------------------------------
-%% Commands (mod_http_api: POST /api/svc_set_archiving, /api/svc_get_archiving)
+%% Commands (mod_http_api: POST /api/svc_set_archiving, /api/svc_get_archiving, /api/svc_revoke_user)
 %%--------------------------------------------------------------------
 
 commands() ->
@@ -178,7 +267,14 @@ commands() ->
                         args = [{prefix, binary}],
                         args_desc = ["The app's chat prefix"],
                         args_example = [<<"abc123defg">>],
-                        result = {enabled, integer}}].
+                        result = {enabled, integer}},
+     #ejabberd_commands{name = svc_revoke_user, tags = [session],
+                        desc = "Close a user's sessions, and any login that raced the revocation",
+                        module = ?MODULE, function = revoke_user,
+                        args = [{user, binary}, {host, binary}],
+                        args_desc = ["The user's local part", "Its host"],
+                        args_example = [<<"abc123defg.ana">>, <<"chat.localhost">>],
+                        result = {sessions_closed, integer}}].
 
 %% Bad arguments answer {error, Text}: HTTP 400 with the text, never a silent rescode 1.
 set_archiving(Prefix, Enabled) when Enabled == 0; Enabled == 1 ->

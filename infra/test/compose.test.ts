@@ -199,7 +199,7 @@ describe('compose.yaml', () => {
     expect(ejabberd.acl.control_plane_api?.user).toEqual(['svc-api@chat.local']);
     expect(ejabberd.api_permissions['control plane']).toMatchObject({
       who: { access: 'control_plane_api' },
-      what: ['create_room_with_opts', 'change_room_option', 'kick_user', 'svc_set_archiving', 'status'],
+      what: ['create_room_with_opts', 'change_room_option', 'svc_revoke_user', 'svc_set_archiving', 'status'],
     });
     expect(ejabberd.api_permissions['health check']).toMatchObject({
       who: { access: { allow: 'loopback' } },

@@ -78,7 +78,7 @@ describe('ejabberd config', () => {
     expect(config).toContain('auth_method: [svc_api, external]');
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
-      'what: [create_room_with_opts, change_room_option, kick_user, svc_set_archiving, status]',
+      'what: [create_room_with_opts, change_room_option, svc_revoke_user, svc_set_archiving, status]',
     );
     // Without a credential: the health check's status, from loopback.
     expect(config).toMatch(

@@ -84,12 +84,16 @@ export function createEjabberdClient(options: {
       return 'updated';
     },
 
-    /** Closes every open session of a user; returns how many there were. */
-    kickUser: async (user: string): Promise<number> => {
-      const result = (await call('kick_user', { user, host: options.chatDomain })) as
-        | { num_resources?: number }
-        | number;
-      return typeof result === 'number' ? result : (result?.num_resources ?? 0);
+    /**
+     * Closes every open session of a user whose credential was just deleted, and any login that
+     * passed its password check before the deletion (mod_svc_scope); returns how many sessions it
+     * closed.
+     */
+    revokeUser: async (user: string): Promise<number> => {
+      const result = (await call('svc_revoke_user', { user, host: options.chatDomain })) as {
+        sessions_closed: number;
+      };
+      return result.sessions_closed;
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

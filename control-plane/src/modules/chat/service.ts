@@ -252,7 +252,7 @@ export function createChatService(deps: {
       const settings = await deps.realtime.ensure(principal);
       const localPart = scopedNode(settings.chat_prefix, userId);
       const revoked = (await deps.redis.del(credentialKey(localPart))) === 1;
-      const sessionsClosed = await deps.ejabberd.kickUser(localPart);
+      const sessionsClosed = await deps.ejabberd.revokeUser(localPart);
       return {
         ok: true as const,
         id: userId,
