@@ -16,6 +16,7 @@ import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
 import { storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { webhookRoutes } from './modules/webhooks/routes.js';
 import { EXTERNAL_ID_MAX_BYTES } from './platform/identities.js';
 import { formatUsd } from './platform/money.js';
 import { errorForLog } from './platform/redaction.js';
@@ -136,6 +137,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...liveRoutes(container.live),
     ...storageRoutes(container.storage),
     ...shieldRoutes(container.shield),
+    ...webhookRoutes(container.webhooks),
     ...(options.routes ?? []),
   ];
   registerRoutes(

@@ -3,14 +3,22 @@ import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.j
 import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
+import { createWebhookSender } from './adapters/webhook-sender.js';
 import type { Settings } from './config/schema.js';
-import { type Core, type CoreOptions, createCore } from './core.js';
+import { type Core, type CoreOptions, createCore, listOf } from './core.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
+import {
+  createWebhookDelivery,
+  type DeliveryOptions,
+  type WebhookDelivery,
+} from './modules/webhooks/delivery.js';
+import { DELIVERY_TIMEOUT_MS, RESPONSE_EXCERPT_BYTES } from './modules/webhooks/schema.js';
 import { type Admission, createAdmission } from './platform/admission.js';
+import type { Logger } from './platform/route.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container extends Core {
@@ -22,10 +30,18 @@ export interface Container extends Core {
   storage: StorageService;
   shield: ShieldService;
   objects: ObjectStore;
+  webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
 }
 
-export type ContainerOptions = CoreOptions;
+export interface ContainerOptions extends CoreOptions {
+  /** Where the webhook worker logs (the app's logger; silent by default). */
+  log?: Logger;
+  /** The webhook worker's limits (tests set small ones). */
+  delivery?: Partial<DeliveryOptions>;
+}
+
+const silent: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
 const sqlSelectOne = sql.unsafe`select 1`;
 
@@ -34,7 +50,7 @@ export async function createContainer(
   options: ContainerOptions = {},
 ): Promise<Container> {
   const core = await createCore(settings, options);
-  const { clock, pool, redis, bus, prices, standing, metering, accrual, accounts } = core;
+  const { clock, pool, redis, bus, prices, standing, metering, accrual, accounts, outbox, sealer } = core;
   const onError = options.onError ?? (() => {});
   const ejabberd = createEjabberdClient({
     apiUrl: settings.SVC_EJABBERD_API_URL,
@@ -77,8 +93,27 @@ export async function createContainer(
     secretKey: settings.SVC_S3_SECRET_KEY,
     bucket: settings.SVC_S3_BUCKET,
   });
+  const sender = createWebhookSender({
+    timeoutMs: DELIVERY_TIMEOUT_MS,
+    excerptBytes: RESPONSE_EXCERPT_BYTES,
+    allowedNetworks: listOf(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
+    userAgent: 'svc-webhooks/1',
+  });
   return {
     ...core,
+    close: async () => {
+      sender.close();
+      await core.close();
+    },
+    webhookDelivery: createWebhookDelivery({
+      pool,
+      clock,
+      sealer,
+      sender,
+      outbox,
+      log: options.log ?? silent,
+      ...(options.delivery ? { options: options.delivery } : {}),
+    }),
     admission: createAdmission({ redis, clock, standing }),
     ejabberd,
     realtime,

@@ -5,12 +5,15 @@ import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
+import { createWebhooksService, type WebhooksService } from './modules/webhooks/service.js';
 import { type Accrual, createAccrual } from './platform/accrual.js';
 import { createInvalidationBus, type InvalidationBus } from './platform/cache.js';
 import { type Clock, systemClock } from './platform/clock.js';
 import { createIdempotency, type Idempotency } from './platform/idempotency.js';
 import { createMetering, type Metering } from './platform/metering.js';
+import { createOutbox, type Outbox } from './platform/outbox.js';
 import { createPrices, type Prices, parseConfiguredPricing } from './platform/prices.js';
+import { createSealer, type Sealer } from './platform/sealing.js';
 import { createStanding, type Standing } from './platform/standing.js';
 
 /**
@@ -28,8 +31,11 @@ export interface Core {
   metering: Metering;
   accrual: Accrual;
   idempotency: Idempotency;
+  outbox: Outbox;
+  sealer: Sealer;
   accounts: AccountsService;
   billing: BillingService;
+  webhooks: WebhooksService;
   close(): Promise<void>;
 }
 
@@ -41,6 +47,13 @@ export interface CoreOptions {
   onError?: (error: unknown) => void;
 }
 
+/** A comma-separated setting's entries. */
+export const listOf = (text: string) =>
+  text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+
 export async function createCore(settings: Settings, options: CoreOptions = {}): Promise<Core> {
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => {});
@@ -51,6 +64,8 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
   const prices = createPrices({ pool, clock, configured, bus });
   const standing = createStanding({ pool, redis });
   const metering = createMetering({ pool, clock, prices, standing, onError });
+  const outbox = createOutbox({ clock });
+  const sealer = createSealer(settings.SVC_WEBHOOK_SECRETS_KEY);
   return {
     settings,
     clock,
@@ -62,8 +77,20 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     metering,
     accrual: createAccrual({ pool, redis, clock, metering, prices, onError }),
     idempotency: createIdempotency({ pool, clock }),
+    outbox,
+    sealer,
     accounts: createAccountsService({ pool, clock, bus }),
-    billing: createBillingService({ pool, clock, prices, standing, onError }),
+    billing: createBillingService({ pool, clock, prices, standing, outbox, onError }),
+    webhooks: createWebhooksService({
+      pool,
+      clock,
+      sealer,
+      outbox,
+      settings: {
+        allowedNetworks: listOf(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
+        allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,
+      },
+    }),
     close: async () => {
       bus.close();
       await pool.end();

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { buildApp } from './app.js';
 import { ConfigError, loadSettings } from './config/load.js';
 import { createContainer } from './container.js';
@@ -17,10 +18,16 @@ async function main(): Promise<void> {
     throw error;
   }
 
-  let log: { warn(object: object, message: string): void } | undefined;
+  let log: FastifyBaseLogger | undefined;
   const container = await createContainer(settings, {
     onError: (error) =>
       log?.warn({ err: error }, 'a notice after a commit failed; its safety net will catch up'),
+    // The app's logger exists once the app does; the webhook worker starts after that.
+    log: {
+      info: (object, message) => log?.info(object, message),
+      warn: (object, message) => log?.warn(object, message),
+      error: (object, message) => log?.error(object, message),
+    },
   });
   // Two listeners on one set of services: the public API, and the bundled servers' callbacks with
   // /metrics on an address that is never published (loopback, or the internal network in compose).

@@ -4,9 +4,12 @@ import { SPEND_GUARD_EVERY_MS } from './modules/live/service.js';
 import { TEST_OBJECT_DAYS } from './modules/storage/schema.js';
 import { ACCRUAL_FLUSH_MS } from './platform/accrual.js';
 import { withLease } from './platform/lease.js';
+import { parseUsd } from './platform/money.js';
 
 /** How often the slow background work runs. */
 export const MAINTENANCE_EVERY_MS = 60_000;
+/** How often live balances are compared with the balance.low threshold. */
+export const BALANCE_LOW_EVERY_MS = 5_000;
 
 interface Task {
   name: string;
@@ -20,7 +23,8 @@ interface Task {
  * Background work of the control plane, each task at start and then on its own period: accrued usage
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
  * storage bucket's setup (until it succeeds), storage expiry and the daily stored-bytes metering
- * (every minute), and pruning LiveKit webhook ids and idempotency keys past their retention. Each
+ * (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys and
+ * webhook events past their retention; and the webhook delivery worker, which runs continuously. Each
  * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
  * A failing one is logged and runs again at its next turn, never stopping the others. A task never
  * overlaps itself.
@@ -81,7 +85,19 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       container.live.pruneEvents(),
     ),
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
+    pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
+    {
+      name: 'balance.low events',
+      everyMs: BALANCE_LOW_EVERY_MS,
+      leased: true,
+      run: async () => {
+        const told = await container.billing.notifyLowBalances(lowBalanceMicros);
+        if (told > 0) log.info({ accounts: told }, 'told apps their live balance is low');
+      },
+    },
   ];
+  const lowBalanceMicros = parseUsd(container.settings.SVC_BALANCE_LOW_USD);
+  const stopDelivery = container.webhookDelivery.start();
   const runOnce = (task: Task) =>
     task.leased ? withLease(container.redis, `maintenance:${task.name}`, task.everyMs, task.run) : task.run();
   const running = new Set<Promise<unknown>>();
@@ -108,7 +124,7 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
   /** Stops the timers and waits for the turns under way, then flushes what is still accrued. */
   return async () => {
     for (const timer of timers) clearInterval(timer);
-    await Promise.allSettled(running);
+    await Promise.allSettled([...running, stopDelivery()]);
     await container.accrual.flush().catch((error: unknown) => log.warn({ err: error }, 'final flush failed'));
   };
 }

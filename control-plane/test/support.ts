@@ -10,6 +10,7 @@ import { loadSettings } from '../src/config/load.js';
 import type { Settings } from '../src/config/schema.js';
 import { type Container, createContainer } from '../src/container.js';
 import { createHttpMetrics } from '../src/http/metrics.js';
+import type { DeliveryOptions } from '../src/modules/webhooks/delivery.js';
 import type { KeyMode, Payer, Plan } from '../src/platform/caller.js';
 import { type Clock, createManualClock, type ManualClock } from '../src/platform/clock.js';
 import type { Usage } from '../src/platform/metering.js';
@@ -42,12 +43,15 @@ export async function startTestApp(
     interceptors?: Interceptor[];
     /** Where the app's log lines (level info and up) go; by default nowhere unless TEST_LOG is set. */
     logStream?: { write(line: string): void };
+    /** The webhook worker's limits. */
+    delivery?: Partial<DeliveryOptions>;
   } = {},
 ): Promise<TestContext> {
   const clock = (options.clock as ManualClock | undefined) ?? createManualClock(new Date());
   const container = await createContainer(testSettings(options.settings), {
     clock,
     interceptors: options.interceptors ?? [],
+    ...(options.delivery ? { delivery: options.delivery } : {}),
   });
   // TEST_LOG=1 shows the apps' error logs, for a failing test's 500s.
   const shared = {

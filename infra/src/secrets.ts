@@ -26,10 +26,12 @@ const GENERATORS = {
   postgresSuperuserPassword: () => randomToken(32),
   postgresPassword: () => randomToken(32),
   redisPassword: () => randomToken(32),
-  // One per caller of the control plane's internal listener, and the shield's own hash key.
+  // One per caller of the control plane's internal listener, the shield's own hash key, and the key
+  // that seals webhook endpoints' signing secrets.
   ejabberdAuthSecret: () => randomToken(48),
   minioWebhookSecret: () => randomToken(48),
   shieldHashKey: () => randomToken(48),
+  webhookSecretsKey: () => randomToken(48),
   // The HTTP API accounts of ejabberd (ejabberd/ejabberd_auth_svc_api.erl).
   ejabberdApiSecret: () => randomToken(48),
   ejabberdOperatorSecret: () => randomToken(48),

@@ -278,6 +278,7 @@ describe('compose.yaml', () => {
       'SVC_MINIO_WEBHOOK_SECRET',
       'SVC_SHIELD_HASH_KEY',
       'SVC_EJABBERD_API_SECRET',
+      'SVC_WEBHOOK_SECRETS_KEY',
     ])
       expect(controlPlane[name]?.length, name).toBeGreaterThanOrEqual(32);
     // Each caller its own secret.
@@ -285,6 +286,12 @@ describe('compose.yaml', () => {
       2,
     );
     expect(controlPlane.SVC_LIVEKIT_API_SECRET?.length).toBeGreaterThanOrEqual(32);
+    // Webhook deliveries keep the secure defaults: public https:// receivers only.
+    expect(controlPlane).toMatchObject({
+      SVC_WEBHOOK_ALLOWED_NETWORKS: '',
+      SVC_WEBHOOK_ALLOW_HTTP: 'false',
+      SVC_BALANCE_LOW_USD: '1',
+    });
     const minio = environment('minio');
     expect(minio.MINIO_SITE_REGION).toBe(controlPlane.SVC_S3_REGION);
     expect(minio.MINIO_ROOT_USER).toBe(controlPlane.SVC_S3_ACCESS_KEY);

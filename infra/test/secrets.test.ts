@@ -38,11 +38,13 @@ describe('secrets', () => {
 
   it('meet the servers length rules and are safe in URLs and YAML', () => {
     const secrets = ensureSecrets(secretsFile());
-    // The control plane's settings ask 32 characters of each (SVC_*_SECRET, SVC_SHIELD_HASH_KEY).
+    // The control plane's settings ask 32 characters of each (SVC_*_SECRET, SVC_SHIELD_HASH_KEY,
+    // SVC_WEBHOOK_SECRETS_KEY).
     for (const name of [
       'ejabberdAuthSecret',
       'minioWebhookSecret',
       'shieldHashKey',
+      'webhookSecretsKey',
       'ejabberdApiSecret',
       'ejabberdOperatorSecret',
     ] as const)
@@ -54,12 +56,16 @@ describe('secrets', () => {
 
   it('adds a secret missing from an older file without changing the others', () => {
     const file = secretsFile();
-    const { redisPassword, ...older } = ensureSecrets(file);
+    const { redisPassword, webhookSecretsKey, ...older } = ensureSecrets(file);
     writeFileSync(file, JSON.stringify(older));
     const upgraded = ensureSecrets(file);
     expect(upgraded).toMatchObject(older);
     expect(upgraded.redisPassword).toMatch(/^[A-Za-z0-9]{32}$/);
     expect(upgraded.redisPassword).not.toBe(redisPassword);
+    expect(upgraded.webhookSecretsKey).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect(upgraded.webhookSecretsKey).not.toBe(webhookSecretsKey);
+    // Saved, so the next run reads the same ones back.
+    expect(ensureSecrets(file)).toEqual(upgraded);
   });
 
   it('refuses a corrupt file instead of replacing the passwords the data dirs were made with', () => {

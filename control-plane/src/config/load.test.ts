@@ -19,6 +19,7 @@ const valid = {
   SVC_S3_PUBLIC_ENDPOINT: 'https://files.example.com',
   SVC_S3_ACCESS_KEY: 'minio',
   SVC_S3_SECRET_KEY: 'a7d3e9f1c05b28e4',
+  SVC_WEBHOOK_SECRETS_KEY: '8b4e1f6a93c07d25e9a1b3f0c6d84e72',
 };
 
 function problemsOf(env: Record<string, string>): string[] {
@@ -38,6 +39,24 @@ describe('loadSettings', () => {
     expect(settings.SVC_HOST).toBe('127.0.0.1');
     expect(settings.SVC_CHAT_DOMAIN).toBe('chat.local');
     expect(settings.SVC_S3_BUCKET).toBe('svc-objects');
+    expect(settings.SVC_WEBHOOK_ALLOWED_NETWORKS).toBe('');
+    expect(settings.SVC_WEBHOOK_ALLOW_HTTP).toBe(false);
+    expect(settings.SVC_BALANCE_LOW_USD).toBe('1');
+  });
+
+  it("reads the native stack's webhook settings", () => {
+    const settings = loadSettings({
+      ...valid,
+      SVC_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
+      SVC_WEBHOOK_ALLOW_HTTP: 'true',
+      SVC_BALANCE_LOW_USD: '0',
+    });
+    expect(settings.SVC_WEBHOOK_ALLOWED_NETWORKS).toBe('127.0.0.0/8,::1/128');
+    expect(settings.SVC_WEBHOOK_ALLOW_HTTP).toBe(true);
+    expect(settings.SVC_BALANCE_LOW_USD).toBe('0');
+    expect(problemsOf({ ...valid, SVC_BALANCE_LOW_USD: '-1' })).toEqual([
+      expect.stringMatching(/^SVC_BALANCE_LOW_USD: /),
+    ]);
   });
 
   it('names every bad setting at once', () => {
@@ -86,6 +105,7 @@ describe('loadSettings', () => {
       SVC_EJABBERD_AUTH_SECRET: 'change-me-ejabberd-auth-secret-at-least-32-characters',
       SVC_LIVEKIT_API_SECRET: 'abababababababababababababababab',
       SVC_S3_SECRET_KEY: 'minioadmin',
+      SVC_WEBHOOK_SECRETS_KEY: 'change-me-webhook-secrets-key-at-least-32-characters',
       SVC_DATABASE_URL: 'postgres://svc:change-me-postgres-password@db:5432/svc',
       SVC_REDIS_URL: 'redis://:CHANGEME@redis:6379/0',
     };
@@ -94,6 +114,7 @@ describe('loadSettings', () => {
       'SVC_EJABBERD_AUTH_SECRET: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_LIVEKIT_API_SECRET: has too little randomness (a repeated pattern); generate one, e.g. openssl rand -hex 32',
       'SVC_S3_SECRET_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_WEBHOOK_SECRETS_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_DATABASE_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_REDIS_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
     ]);

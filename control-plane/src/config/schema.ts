@@ -87,6 +87,26 @@ export const SettingsSchema = Type.Object({
     default: 'svc-objects',
     description: 'Bucket holding every object.',
   }),
+  SVC_WEBHOOK_SECRETS_KEY: Secret(
+    "Key that seals webhook endpoints' signing secrets in the database (changing it makes every endpoint need a rotation).",
+    32,
+  ),
+  SVC_WEBHOOK_ALLOWED_NETWORKS: Type.String({
+    default: '',
+    description:
+      'Comma-separated CIDRs that webhook deliveries may reach although private, loopback or link-local (e.g. "10.0.0.0/8").',
+  }),
+  SVC_WEBHOOK_ALLOW_HTTP: Type.Boolean({
+    default: false,
+    description:
+      'Lets test-mode webhook endpoints use plain http:// URLs (live endpoints are always https://).',
+  }),
+  SVC_BALANCE_LOW_USD: Type.String({
+    default: '1',
+    pattern: '^\\d{1,12}(\\.\\d{1,6})?$',
+    description:
+      'A live balance falling under this many USD emits balance.low to the apps of the account; 0 turns it off.',
+  }),
 });
 
 export type Settings = Static<typeof SettingsSchema>;
@@ -101,4 +121,5 @@ export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
   'SVC_EJABBERD_API_SECRET',
   'SVC_LIVEKIT_API_SECRET',
   'SVC_S3_SECRET_KEY',
+  'SVC_WEBHOOK_SECRETS_KEY',
 ]);

@@ -4,6 +4,7 @@ import { type Clock, utcDay } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { formatUsd } from '../../platform/money.js';
+import type { Outbox } from '../../platform/outbox.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import { inUnits, type Prices } from '../../platform/prices.js';
 import type { Standing } from '../../platform/standing.js';
@@ -37,9 +38,40 @@ export function createBillingService(deps: {
   clock: Clock;
   prices: Prices;
   standing: Standing;
+  outbox: Outbox;
   onError?: (error: unknown) => void;
 }) {
   return {
+    /**
+     * balance.low to the live endpoints of every app of each account whose balance fell under the
+     * threshold since it was last at or above it (checked every few seconds, not at each charge, so
+     * that the charge path stays one statement). A threshold of 0 turns it off. Answers how many
+     * accounts were told.
+     */
+    notifyLowBalances: async (thresholdMicros: number): Promise<number> => {
+      if (thresholdMicros <= 0) return 0;
+      return inTransaction(deps.pool, async (tx) => {
+        const store = billingStore(tx);
+        const fallen = await store.disarmLowBalances(thresholdMicros);
+        for (const { account_id, balance_micros, app_id } of fallen) {
+          await deps.outbox.emit(tx, {
+            appId: app_id,
+            mode: 'live',
+            type: 'balance.low',
+            data: {
+              account_id,
+              balance_usd: usdNumber(balance_micros),
+              balance_micros,
+              threshold_usd: usdNumber(thresholdMicros),
+              threshold_micros: thresholdMicros,
+            },
+          });
+        }
+        await store.armBalances(thresholdMicros);
+        return new Set(fallen.map((row) => row.account_id)).size;
+      });
+    },
+
     /**
      * Adds money to an account. Idempotent on the caller's reference: a replay returns the first
      * entry and adds nothing, even when both run at once (the row lock serialises them).

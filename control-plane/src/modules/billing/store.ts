@@ -83,5 +83,28 @@ export function billingStore(db: Db) {
           group by day, product, metric
           order by day desc, product, metric`,
       ),
+
+    /**
+     * Disarms the armed balances under `thresholdMicros` and answers them with their apps: each is
+     * told once per fall.
+     */
+    disarmLowBalances: (thresholdMicros: number) =>
+      db.any(
+        sql.type(z.object({ account_id: z.string(), balance_micros: z.number().int(), app_id: z.string() }))`
+          with fallen as (
+            update accounts set balance_low_armed = false
+            where balance_low_armed and balance_micros < ${thresholdMicros}
+            returning id, balance_micros
+          )
+          select fallen.id as account_id, fallen.balance_micros, apps.id as app_id
+          from fallen join apps on apps.account_id = fallen.id
+          order by apps.id`,
+      ),
+
+    /** Arms the balances at or above `thresholdMicros` again. */
+    armBalances: (thresholdMicros: number) =>
+      db.query(sql.unsafe`
+        update accounts set balance_low_armed = true
+        where not balance_low_armed and balance_micros >= ${thresholdMicros}`),
   };
 }

@@ -2,6 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { ObjectStore } from '../../adapters/s3.js';
 import type { Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
+import { decodeCursor, pageOf } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Metering } from '../../platform/metering.js';
@@ -34,18 +35,6 @@ export function present(row: StorageObjectRow) {
     created_at: row.created_at.toISOString(),
     completed_at: row.completed_at?.toISOString() ?? null,
   };
-}
-
-const encodeCursor = (row: StorageObjectRow) =>
-  Buffer.from(`${row.created_at.toISOString()}|${row.id}`).toString('base64url');
-
-function decodeCursor(cursor: string): { createdAt: Date; id: string } {
-  const [at = '', id = ''] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const createdAt = new Date(at);
-  if (Number.isNaN(createdAt.getTime()) || !id) {
-    throw errors.invalidField('query', 'cursor', 'is not a cursor this API gave out');
-  }
-  return { createdAt, id };
 }
 
 const refusedType = (contentType: string) =>
@@ -174,11 +163,7 @@ export function createStorageService(deps: {
         ...(query.status ? { status: query.status } : {}),
         ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
       });
-      const items = rows.slice(0, query.limit);
-      return {
-        items: items.map(present),
-        next_cursor: rows.length > query.limit ? encodeCursor(items[items.length - 1]!) : null,
-      };
+      return pageOf(rows, query.limit, present);
     },
 
     /** Removes the bytes and the record: URLs already issued stop working. */

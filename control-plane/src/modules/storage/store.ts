@@ -1,6 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
+import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
 import { StorageObjectRow } from './schema.js';
 
@@ -67,7 +68,7 @@ export function storageStore(db: Db) {
       mode: KeyMode;
       limit: number;
       status?: 'pending' | 'ready';
-      after?: { createdAt: Date; id: string };
+      after?: Position;
     }) =>
       db.any(sql.type(StorageObjectRow)`
         select ${columns} from storage_objects

@@ -1,0 +1,540 @@
+/**
+ * Webhooks against the real PostgreSQL and real HTTP receivers on loopback.
+ *
+ * Each app here runs on a clock ten years ahead, so its deliveries are never due for the test
+ * stack's running control plane, whose worker would otherwise take them: these tests decide which
+ * worker sends what, and when retries fall due.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { sql } from 'slonik';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
+import { createManualClock } from '../src/platform/clock.js';
+import { parseUsd } from '../src/platform/money.js';
+import type { EventInput } from '../src/platform/outbox.js';
+import { inTransaction } from '../src/platform/transaction.js';
+import { callWithKey, createCustomer, meterNow, startTestApp, type TestContext } from './support.js';
+import { type Answer, type ReceivedRequest, type Receiver, startReceiver } from './webhook-receiver.js';
+
+const YEAR_MS = 365 * 86_400_000;
+const futureClock = () => createManualClock(new Date(Date.now() + 10 * YEAR_MS));
+
+let ctx: TestContext;
+const receivers: Receiver[] = [];
+const contexts: TestContext[] = [];
+
+beforeAll(async () => {
+  ctx = await startTestApp({ clock: futureClock() });
+});
+afterAll(async () => {
+  await Promise.all([...receivers.map((r) => r.close()), ...contexts.map((c) => c.close())]);
+  await ctx.close();
+});
+
+async function receiver(answer?: (request: ReceivedRequest, index: number) => Answer) {
+  const started = await startReceiver(answer);
+  receivers.push(started);
+  return started;
+}
+
+type Endpoint = { id: string; secret: string; url: string; enabled: boolean; disabled_reason: string | null };
+
+async function customerWithEndpoint(
+  url: string,
+  body: Record<string, unknown> = {},
+  options: { mode?: 'test' | 'live'; balanceMicros?: number; on?: TestContext } = {},
+) {
+  const on = options.on ?? ctx;
+  const customer = await createCustomer(on.container, {
+    mode: options.mode ?? 'test',
+    ...(options.balanceMicros ? { balanceMicros: options.balanceMicros } : {}),
+  });
+  const created = await callWithKey(on.app, customer.token, 'POST', '/v1/webhooks', {
+    url,
+    event_types: ['buzz.created'],
+    ...body,
+  });
+  expect(created.statusCode, created.body).toBe(201);
+  return { customer, endpoint: created.json<Endpoint>() };
+}
+
+function emit(on: TestContext, event: Partial<EventInput> & { appId: string }) {
+  return inTransaction(on.container.pool, (tx) =>
+    on.container.outbox.emit(tx, { mode: 'test', type: 'buzz.created', data: { id: 'bz_1' }, ...event }),
+  );
+}
+
+const specSignature = (secret: string, body: string) =>
+  `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+
+function hasSpecSignature(request: ReceivedRequest, secret: string): boolean {
+  const expected = Buffer.from(specSignature(secret, request.body));
+  const given = Buffer.from(String(request.headers['x-svc-signature']));
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+describe('webhook endpoints', () => {
+  it('are created with a secret shown once, read, listed a page at a time, changed and deleted', async () => {
+    const { customer, endpoint } = await customerWithEndpoint('https://hooks.example.com/in', {
+      description: 'orders',
+    });
+    expect(endpoint.secret).toMatch(/^whsec_/);
+    expect(endpoint).toMatchObject({ enabled: true, disabled_reason: null });
+    const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
+      callWithKey(ctx.app, customer.token, method, url, payload);
+
+    const read = (await call('GET', `/v1/webhooks/${endpoint.id}`)).json();
+    expect(read).not.toHaveProperty('secret');
+    expect(read.secret_hint).toBe(`whsec_…${endpoint.secret.slice(-4)}`);
+
+    const second = (
+      await call('POST', '/v1/webhooks', { url: 'https://b.example.com/', event_types: ['ping'] })
+    ).statusCode;
+    expect(second).toBe(422);
+    ctx.clock.advance(1_000);
+    const newer = await call('POST', '/v1/webhooks', {
+      url: 'https://b.example.com/',
+      event_types: ['balance.low'],
+    });
+    const first = (await call('GET', '/v1/webhooks?limit=1')).json();
+    expect(first.items.map((e: Endpoint) => e.id)).toEqual([newer.json().id]);
+    const rest = (await call('GET', `/v1/webhooks?limit=1&cursor=${first.next_cursor}`)).json();
+    expect(rest.items.map((e: Endpoint) => e.id)).toEqual([endpoint.id]);
+    expect(rest.next_cursor).toBeNull();
+    expect((await call('GET', '/v1/webhooks?limit=101')).statusCode).toBe(422);
+    expect((await call('GET', '/v1/webhooks?limit=100')).statusCode).toBe(200);
+
+    const changed = await call('PATCH', `/v1/webhooks/${endpoint.id}`, {
+      enabled: false,
+      event_types: ['buzz.created', 'follow.created'],
+      profile_ids: ['Ana@example.com'],
+    });
+    expect(changed.json()).toMatchObject({
+      enabled: false,
+      event_types: ['buzz.created', 'follow.created'],
+      profile_ids: ['Ana@example.com'],
+      description: 'orders',
+    });
+    expect(
+      (await call('PATCH', `/v1/webhooks/${endpoint.id}`, { profile_ids: null })).json().profile_ids,
+    ).toBeNull();
+    expect((await call('DELETE', `/v1/webhooks/${endpoint.id}`)).json()).toEqual({
+      ok: true,
+      id: endpoint.id,
+    });
+    expect((await call('GET', `/v1/webhooks/${endpoint.id}`)).statusCode).toBe(404);
+  });
+
+  it("are the app's and the key mode's own: another app or mode finds nothing", async () => {
+    const { customer, endpoint } = await customerWithEndpoint('https://hooks.example.com/in');
+    const other = await createCustomer(ctx.container);
+    const live = await ctx.container.accounts.createKey({
+      appId: customer.app.id,
+      kind: 'secret',
+      mode: 'live',
+    });
+    for (const token of [other.token, live.token]) {
+      expect((await callWithKey(ctx.app, token, 'GET', `/v1/webhooks/${endpoint.id}`)).statusCode).toBe(404);
+      expect((await callWithKey(ctx.app, token, 'DELETE', `/v1/webhooks/${endpoint.id}`)).statusCode).toBe(
+        404,
+      );
+      expect((await callWithKey(ctx.app, token, 'GET', '/v1/webhooks')).json().items).toEqual([]);
+    }
+  });
+
+  it('take https:// only, http:// for test keys where allowed, and no private address or credentials', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live' });
+    const create = (url: string, token = customer.token) =>
+      callWithKey(ctx.app, token, 'POST', '/v1/webhooks', { url, event_types: ['buzz.created'] });
+    const refusal = async (url: string, token?: string) => {
+      const response = await create(url, token);
+      expect(response.statusCode, url).toBe(422);
+      return response.json().error.fields[0];
+    };
+    expect((await refusal('http://hooks.example.com/')).message).toMatch(/https/);
+    expect((await refusal('ftp://hooks.example.com/')).field).toBe('url');
+    expect((await refusal('https://user:pw@hooks.example.com/')).message).toMatch(/password/);
+    expect((await refusal('not a url')).message).toMatch(/absolute/);
+    expect((await refusal('https://hooks.example.com/#x')).message).toMatch(/fragment/);
+    const testKey = await createCustomer(ctx.container);
+    expect((await create('http://hooks.example.com/', testKey.token)).statusCode).toBe(201);
+
+    const strict = await startTestApp({
+      clock: futureClock(),
+      settings: { SVC_WEBHOOK_ALLOWED_NETWORKS: '', SVC_WEBHOOK_ALLOW_HTTP: false },
+    });
+    contexts.push(strict);
+    const strictCustomer = await createCustomer(strict.container);
+    for (const url of [
+      'https://127.0.0.1/',
+      'https://10.0.0.7/',
+      'https://169.254.169.254/latest/meta-data',
+      'https://[::1]/',
+    ]) {
+      const response = await callWithKey(strict.app, strictCustomer.token, 'POST', '/v1/webhooks', {
+        url,
+        event_types: ['buzz.created'],
+      });
+      expect(response.statusCode, url).toBe(422);
+      expect(response.json().error.fields[0].message).toMatch(/private/);
+    }
+    const plain = await callWithKey(strict.app, strictCustomer.token, 'POST', '/v1/webhooks', {
+      url: 'http://hooks.example.com/',
+      event_types: ['buzz.created'],
+    });
+    expect(plain.statusCode).toBe(422);
+  });
+
+  it('are at most 20 per app and mode', async () => {
+    const { customer } = await customerWithEndpoint('https://hooks.example.com/0');
+    for (let i = 1; i < 20; i += 1) {
+      const response = await callWithKey(ctx.app, customer.token, 'POST', '/v1/webhooks', {
+        url: `https://hooks.example.com/${i}`,
+        event_types: ['buzz.created'],
+      });
+      expect(response.statusCode).toBe(201);
+    }
+    const over = await callWithKey(ctx.app, customer.token, 'POST', '/v1/webhooks', {
+      url: 'https://hooks.example.com/20',
+      event_types: ['buzz.created'],
+    });
+    expect(over.statusCode).toBe(403);
+    expect(over.json().error.message).toMatch(/20/);
+  });
+});
+
+describe('webhook deliveries', () => {
+  it('sign the raw body both ways, so Node crypto and the standardwebhooks package verify it', async () => {
+    // A clock at the real time: Standard Webhooks verifiers refuse timestamps far from now.
+    const now = await startTestApp();
+    contexts.push(now);
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url, {}, { on: now });
+    const event = await emit(now, { appId: customer.app.id });
+    await now.container.webhookDelivery.deliverDue();
+    // The test stack's control plane may have taken it first: either way it arrives once, signed.
+    const [request] = await hook.waitFor(1);
+    expect(request!.eventId).toBe(event.id);
+    expect(hasSpecSignature(request!, endpoint.secret)).toBe(true);
+    expect(
+      new Webhook(endpoint.secret).verify(request!.body, request!.headers as Record<string, string>),
+    ).toMatchObject({
+      id: event.id,
+      type: 'buzz.created',
+      app_id: customer.app.id,
+      mode: 'test',
+      data: { id: 'bz_1' },
+    });
+    expect(request!.headers['webhook-id']).toBe(event.id);
+    expect(request!.headers['content-type']).toBe('application/json');
+  });
+
+  it('are signed with a rotated secret at once: the old secret verifies nothing more', async () => {
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    await emit(ctx, { appId: customer.app.id });
+    const rotated = (
+      await callWithKey(ctx.app, customer.token, 'POST', `/v1/webhooks/${endpoint.id}/rotate`)
+    ).json<Endpoint>();
+    expect(rotated.secret).not.toBe(endpoint.secret);
+    await ctx.container.webhookDelivery.deliverDue();
+    const [request] = await hook.waitFor(1);
+    expect(hasSpecSignature(request!, rotated.secret)).toBe(true);
+    expect(hasSpecSignature(request!, endpoint.secret)).toBe(false);
+  });
+
+  it('are retried after a 500 with the same event id and body, then succeed', async () => {
+    const hook = await receiver((_request, index) => ({ status: index === 0 ? 500 : 200, body: 'busy' }));
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    const event = await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
+    const deliveries = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json();
+    expect(deliveries.items[0]).toMatchObject({
+      event_id: event.id,
+      status: 'pending',
+      attempts: 1,
+      last_attempt: { status_code: 500, failure: null, response_excerpt: 'busy' },
+    });
+    // Not due before its first retry delay (5 s, ±20%), due after it.
+    ctx.clock.advance(3_000);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
+    ctx.clock.advance(3_000);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(2);
+    expect(hook.received[1]!.body).toBe(hook.received[0]!.body);
+    expect(hook.received[1]!.headers['webhook-id']).toBe(event.id);
+    const delivery = (
+      await callWithKey(
+        ctx.app,
+        customer.token,
+        'GET',
+        `/v1/webhooks/${endpoint.id}/deliveries/${deliveries.items[0].id}`,
+      )
+    ).json();
+    expect(delivery).toMatchObject({ status: 'succeeded', attempts: 2, next_attempt_at: null });
+    expect(delivery.attempt_log.map((a: { status_code: number }) => a.status_code)).toEqual([200, 500]);
+  });
+
+  it('count an answer later than 5 seconds as a timeout, and retry it', async () => {
+    const hook = await receiver((_request, index) => ({ status: 200, delayMs: index === 0 ? 6_000 : 0 }));
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    const [first] = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json().items;
+    expect(first).toMatchObject({
+      status: 'pending',
+      last_attempt: { failure: 'timeout', status_code: null },
+    });
+    expect(first.last_attempt.latency_ms).toBeGreaterThanOrEqual(5_000);
+    expect(first.last_attempt.latency_ms).toBeLessThan(6_000);
+    ctx.clock.advance(6_000);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(2);
+  }, 20_000);
+
+  it('never follow a redirect', async () => {
+    const elsewhere = await receiver();
+    const hook = await receiver(() => ({ status: 302, headers: { location: elsewhere.url } }));
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
+    expect(elsewhere.received).toHaveLength(0);
+    const [delivery] = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json().items;
+    expect(delivery).toMatchObject({ status: 'pending', last_attempt: { status_code: 302 } });
+  });
+
+  it('refuse a name that resolves to a loopback address at delivery time, unless allow-listed', async () => {
+    const strict = await startTestApp({
+      clock: futureClock(),
+      settings: { SVC_WEBHOOK_ALLOWED_NETWORKS: '' },
+    });
+    contexts.push(strict);
+    const hook = await receiver();
+    const url = `http://localhost:${hook.port}/hook`;
+    const { customer, endpoint } = await customerWithEndpoint(url, {}, { on: strict });
+    await emit(strict, { appId: customer.app.id });
+    await strict.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(0);
+    const [delivery] = (
+      await callWithKey(strict.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json().items;
+    expect(delivery.last_attempt).toMatchObject({ failure: 'forbidden-address', status_code: null });
+    // The allow-listed app (loopback, as the test stack's) delivers to the same URL.
+    const allowed = await customerWithEndpoint(url);
+    await emit(ctx, { appId: allowed.customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
+  });
+
+  it('go to the endpoints that want the event, in its mode, and the profiles they chose', async () => {
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url, {
+      event_types: ['buzz.created', 'follow.created'],
+      profile_ids: ['ana'],
+    });
+    await emit(ctx, { appId: customer.app.id, profileId: 'ana', data: { n: 1 } });
+    await emit(ctx, { appId: customer.app.id, profileId: 'bo', data: { n: 2 } });
+    await emit(ctx, { appId: customer.app.id, type: 'sip.created', profileId: 'ana', data: { n: 3 } });
+    await emit(ctx, { appId: customer.app.id, mode: 'live', profileId: 'ana', data: { n: 4 } });
+    await emit(ctx, { appId: customer.app.id, type: 'message.received', data: { n: 5 } });
+    await callWithKey(ctx.app, customer.token, 'PATCH', `/v1/webhooks/${endpoint.id}`, {
+      event_types: ['buzz.created', 'message.received'],
+    });
+    await emit(ctx, { appId: customer.app.id, type: 'message.received', data: { n: 6 } });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received.map((r) => JSON.parse(r.body).data.n).sort()).toEqual([1, 6]);
+  });
+
+  it('are recorded with the change or not at all (the transactional outbox)', async () => {
+    const hook = await receiver();
+    const { customer } = await customerWithEndpoint(hook.url);
+    await expect(
+      inTransaction(ctx.container.pool, async (tx) => {
+        await ctx.container.outbox.emit(tx, {
+          appId: customer.app.id,
+          mode: 'test',
+          type: 'buzz.created',
+          data: {},
+        });
+        throw new Error('the change failed');
+      }),
+    ).rejects.toThrow('the change failed');
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(0);
+  });
+
+  it('send the test ping, to a disabled endpoint too, and redeliver a delivery with the same event', async () => {
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url, { enabled: false });
+    const call = (method: 'GET' | 'POST', url: string) => callWithKey(ctx.app, customer.token, method, url);
+    const tested = await call('POST', `/v1/webhooks/${endpoint.id}/test`);
+    expect(tested.statusCode).toBe(201);
+    expect(tested.json()).toMatchObject({
+      event_type: 'ping',
+      status: 'pending',
+      attempts: 0,
+      last_attempt: null,
+    });
+    // A disabled endpoint's other deliveries wait for it to be enabled.
+    await emit(ctx, { appId: customer.app.id });
+    await ctx.container.outbox.announceDue();
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received.map((r) => JSON.parse(r.body).type)).toEqual(['ping']);
+    expect(JSON.parse(hook.received[0]!.body).data).toEqual({ endpoint_id: endpoint.id });
+
+    const again = await call('POST', `/v1/webhooks/${endpoint.id}/deliveries/${tested.json().id}/redeliver`);
+    expect(again.json()).toMatchObject({ status: 'pending', attempts: 1 });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(2);
+    expect(hook.received[1]!.eventId).toBe(hook.received[0]!.eventId);
+    expect((await call('GET', `/v1/webhooks/${endpoint.id}/deliveries/nope`)).statusCode).toBe(404);
+  });
+
+  it('fail for good after the retry schedule, and an endpoint failing for five days is disabled and its app told', async () => {
+    const down = await receiver(() => ({ status: 503 }));
+    const watcher = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(down.url);
+    const deliveries = (query: string) =>
+      callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries?${query}`);
+    await callWithKey(ctx.app, customer.token, 'POST', '/v1/webhooks', {
+      url: watcher.url,
+      event_types: ['webhook_endpoint.disabled'],
+    });
+    await emit(ctx, { appId: customer.app.id });
+    // Fifteen attempts over about three days, each retry at the end of its delay's jitter.
+    await ctx.container.webhookDelivery.deliverDue();
+    for (const delay of RETRY_DELAYS_SECONDS) {
+      ctx.clock.advance(delay * 1_000 * (1 + RETRY_JITTER));
+      await ctx.container.webhookDelivery.deliverDue();
+    }
+    expect(down.received).toHaveLength(15);
+    const [failed] = (await deliveries('status=failed')).json().items;
+    expect(failed).toMatchObject({ status: 'failed', attempts: 15, next_attempt_at: null });
+    expect(
+      (await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}`)).json(),
+    ).toMatchObject({
+      enabled: true,
+    });
+    // Still failing two days later, five days after its first failure: disabled, and the app told.
+    ctx.clock.advance(2 * 86_400_000);
+    await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    const disabled = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}`)
+    ).json();
+    expect(disabled).toMatchObject({ enabled: false, disabled_reason: 'failing' });
+    await ctx.container.webhookDelivery.deliverDue();
+    const told = watcher.received.map((r) => JSON.parse(r.body));
+    expect(told).toHaveLength(1);
+    expect(told[0]).toMatchObject({
+      type: 'webhook_endpoint.disabled',
+      data: { reason: 'failing', endpoint: { id: endpoint.id } },
+    });
+    // Its waiting delivery goes once it is enabled again, which also clears the reason and the streak.
+    const enabled = await callWithKey(ctx.app, customer.token, 'PATCH', `/v1/webhooks/${endpoint.id}`, {
+      enabled: true,
+    });
+    expect(enabled.json()).toMatchObject({ enabled: true, disabled_reason: null, failing_since: null });
+    ctx.clock.advance(20_000);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(down.received).toHaveLength(17);
+  });
+
+  it('hold a slow endpoint to its concurrency limit while another endpoint gets its events', async () => {
+    const limited = await startTestApp({ clock: futureClock(), delivery: { perEndpoint: 2 } });
+    contexts.push(limited);
+    const slow = await receiver(() => ({ status: 200, delayMs: 400 }));
+    const fast = await receiver();
+    const slowOne = await customerWithEndpoint(slow.url, {}, { on: limited });
+    const fastOne = await customerWithEndpoint(fast.url, {}, { on: limited });
+    for (let i = 0; i < 8; i += 1) await emit(limited, { appId: slowOne.customer.app.id });
+    for (let i = 0; i < 4; i += 1) await emit(limited, { appId: fastOne.customer.app.id });
+    const all = limited.container.webhookDelivery.deliverDue();
+    await fast.waitFor(4, 1_000);
+    expect(slow.received.length).toBeLessThan(8);
+    await all;
+    expect(slow.received).toHaveLength(8);
+    expect(slow.maxInFlight).toBe(2);
+  });
+
+  it('from two control planes send each of 1,000 events exactly once', async () => {
+    const clock = futureClock();
+    const other = await startTestApp({ clock });
+    contexts.push(other);
+    const first = await startTestApp({ clock });
+    contexts.push(first);
+    const hook = await receiver();
+    const { customer } = await customerWithEndpoint(hook.url, {}, { on: first });
+    await inTransaction(first.container.pool, async (tx) => {
+      for (let i = 0; i < 1_000; i += 1) {
+        await first.container.outbox.emit(tx, {
+          appId: customer.app.id,
+          mode: 'test',
+          type: 'buzz.created',
+          data: { n: i },
+        });
+      }
+    });
+    await Promise.all([
+      first.container.webhookDelivery.deliverDue(),
+      other.container.webhookDelivery.deliverDue(),
+    ]);
+    expect(hook.received).toHaveLength(1_000);
+    expect(new Set(hook.received.map((r) => r.eventId)).size).toBe(1_000);
+  }, 60_000);
+
+  it('tell a live app its balance fell under the threshold, once per fall', async () => {
+    const { customer } = await customerWithEndpoint(
+      'https://hooks.example.com/balance',
+      { event_types: ['balance.low'] },
+      { mode: 'live', balanceMicros: 2_000_000 },
+    );
+    // The test stack's control plane runs the same check with the same threshold: whichever process
+    // finds the fall first emits the event, and the other finds the account already told.
+    const threshold = parseUsd(ctx.container.settings.SVC_BALANCE_LOW_USD);
+    const notify = () => ctx.container.billing.notifyLowBalances(threshold);
+    const told = async () =>
+      (
+        await ctx.container.pool.anyFirst(
+          sql.unsafe`select body from webhook_events where app_id = ${customer.app.id} and type = 'balance.low'`,
+        )
+      ).map((body) => JSON.parse(body as string));
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    const spend = (calls: number) =>
+      meterNow(ctx.container, payer, [{ product: 'writes', metric: 'calls', quantity: calls }]);
+    const balance = async () => (await ctx.container.billing.getBalance(customer.account.id)).balance_micros;
+
+    await notify();
+    expect(await told()).toHaveLength(0);
+    await spend(1_000_000);
+    expect(await balance()).toBeLessThan(threshold);
+    await notify();
+    await notify();
+    const [event] = await told();
+    expect(await told()).toHaveLength(1);
+    expect(event).toMatchObject({
+      type: 'balance.low',
+      mode: 'live',
+      data: { account_id: customer.account.id, balance_micros: await balance(), threshold_micros: threshold },
+    });
+    // Topped up above it, then under it again: told again.
+    const amountMicros = threshold - (await balance()) + 1_000_000;
+    await ctx.container.billing.topUp({ accountId: customer.account.id, amountMicros, reference: 'up' });
+    await notify();
+    expect(await told()).toHaveLength(1);
+    await spend(10_000_000);
+    expect(await balance()).toBeLessThan(threshold);
+    await notify();
+    expect(await told()).toHaveLength(2);
+  });
+});
