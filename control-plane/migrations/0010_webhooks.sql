@@ -14,7 +14,7 @@ create table webhook_endpoints (
   enabled boolean not null,
   -- Why the service disabled it ('failing'); null when enabled or disabled by the app.
   disabled_reason text,
-  -- The signing secret sealed with AES-256-GCM under SVC_WEBHOOK_SECRETS_KEY (iv | tag | ciphertext,
+  -- The signing secret sealed with AES-256-GCM under SVC_SEALING_KEY (iv | tag | ciphertext,
   -- the endpoint id as associated data): only the signer opens it.
   secret_sealed bytea not null,
   secret_hint text not null,

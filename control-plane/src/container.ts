@@ -111,6 +111,7 @@ export async function createContainer(
       sealer,
       sender,
       outbox,
+      allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,
       log: options.log ?? silent,
       ...(options.delivery ? { options: options.delivery } : {}),
     }),

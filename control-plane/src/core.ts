@@ -65,7 +65,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
   const standing = createStanding({ pool, redis });
   const metering = createMetering({ pool, clock, prices, standing, onError });
   const outbox = createOutbox({ clock });
-  const sealer = createSealer(settings.SVC_WEBHOOK_SECRETS_KEY);
+  const sealer = createSealer(settings.SVC_SEALING_KEY);
   return {
     settings,
     clock,
@@ -76,7 +76,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     standing,
     metering,
     accrual: createAccrual({ pool, redis, clock, metering, prices, onError }),
-    idempotency: createIdempotency({ pool, clock }),
+    idempotency: createIdempotency({ pool, clock, sealer }),
     outbox,
     sealer,
     accounts: createAccountsService({ pool, clock, bus }),

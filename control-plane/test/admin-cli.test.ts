@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startTestApp, type TestContext, uniqueAddress } from './support.js';
+import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 const run = promisify(execFile);
 const TSX = new URL('../../node_modules/.bin/tsx', import.meta.url).pathname;
@@ -114,6 +114,110 @@ describe('npm run admin', { timeout: 120_000 }, () => {
     expect(amount.stderr).toMatch(/at most 6 decimals/);
     const unknown = await admin('account', 'delete');
     expect(unknown.stderr).toMatch(/unknown command "account delete"/);
+  });
+
+  it('registers, lists, changes, rotates and tests webhook endpoints, the secret shown once', async () => {
+    const { app } = await createCustomer(ctx.container);
+    const scope = ['--app', app.id, '--mode', 'test'];
+    // A reserved name: the running control plane's worker may try it, and reaches nothing.
+    const url = 'https://receiver.invalid/hooks';
+    const created = await admin(
+      'webhook',
+      'create',
+      ...scope,
+      '--url',
+      url,
+      '--events',
+      'buzz.created,balance.low',
+      '--profiles',
+      'user-1,user-2',
+      '--description',
+      'Orders',
+    );
+    expect(created.code).toBe(0);
+    expect(created.json).toMatchObject({
+      url,
+      event_types: ['buzz.created', 'balance.low'],
+      profile_ids: ['user-1', 'user-2'],
+      description: 'Orders',
+      enabled: true,
+    });
+    expect(created.json.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(created.json.note).toMatch(/not shown again/);
+    const id: string = created.json.id;
+
+    // Another in the same mode, one in the other: list shows this mode's, every one of them.
+    const other = await ctx.container.webhooks.create(
+      { appId: app.id, mode: 'test' },
+      { url, event_types: ['otp.delivered'] },
+    );
+    await ctx.container.webhooks.create(
+      { appId: app.id, mode: 'live' },
+      { url, event_types: ['otp.delivered'] },
+    );
+    const listed = await admin('webhook', 'list', ...scope);
+    expect(listed.json.map((endpoint: { id: string }) => endpoint.id).sort()).toEqual([id, other.id].sort());
+    expect(JSON.stringify(listed.json)).not.toContain(created.json.secret);
+
+    const rotated = await admin('webhook', 'rotate', ...scope, '--endpoint', id);
+    expect(rotated.json.secret).toMatch(/^whsec_/);
+    expect(rotated.json.secret).not.toBe(created.json.secret);
+    expect(rotated.json.note).toMatch(/not shown again/);
+    const shown = await admin('webhook', 'show', ...scope, '--endpoint', id);
+    expect(shown.json.secret).toBeUndefined();
+    expect(shown.json.secret_hint).toBe(rotated.json.secret_hint);
+
+    const updated = await admin(
+      'webhook',
+      'update',
+      ...scope,
+      '--endpoint',
+      id,
+      '--all-profiles',
+      '--disable',
+    );
+    expect(updated.json).toMatchObject({ id, profile_ids: null, enabled: false });
+
+    const ping = await admin('webhook', 'test', ...scope, '--endpoint', id);
+    expect(ping.json).toMatchObject({ event_type: 'ping', status: 'pending' });
+    expect(ping.json.note).toMatch(/delivery worker sends it/);
+    const deliveries = await admin('webhook', 'deliveries', ...scope, '--endpoint', id);
+    expect(deliveries.json.map((delivery: { id: string }) => delivery.id)).toEqual([ping.json.id]);
+
+    const deleted = await admin('webhook', 'delete', ...scope, '--endpoint', id);
+    expect(deleted.json).toEqual({ ok: true, id });
+    const gone = await admin('webhook', 'show', ...scope, '--endpoint', id);
+    expect(gone.code).toBe(2);
+    expect(gone.stderr).toContain(`Webhook endpoint ${id} not found in app ${app.id} (test mode)`);
+  });
+
+  it('refuses bad webhook endpoints clearly', async () => {
+    const { app } = await createCustomer(ctx.container);
+    const create = (...more: string[]) =>
+      admin('webhook', 'create', '--app', app.id, '--mode', 'live', '--events', 'buzz.created', ...more);
+    const plainHttp = await create('--url', 'http://receiver.invalid/hooks');
+    expect(plainHttp.code).toBe(2);
+    expect(plainHttp.stderr).toMatch(/--url must be https:\/\//);
+    const unknownEvent = await admin(
+      'webhook',
+      'create',
+      '--app',
+      app.id,
+      '--mode',
+      'test',
+      '--url',
+      'https://receiver.invalid/hooks',
+      '--events',
+      'buzz.created,buzz.deleted',
+    );
+    expect(unknownEvent.code).toBe(2);
+    expect(unknownEvent.stderr).toMatch(/--events: unknown event type "buzz.deleted"; one of buzz.created/);
+    const noApp = await admin('webhook', 'list', '--app', 'app_missing', '--mode', 'test');
+    expect(noApp.code).toBe(2);
+    expect(noApp.stderr).toMatch(/App app_missing not found/);
+    expect(await ctx.container.webhooks.list({ appId: app.id, mode: 'live' }, { limit: 10 })).toMatchObject({
+      items: [],
+    });
   });
 
   it('keeps the local developer key across runs while it works', async () => {

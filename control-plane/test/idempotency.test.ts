@@ -340,6 +340,12 @@ describe('an unpriced POST sent again with the same Idempotency-Key', () => {
     expect(Number(again.headers['ratelimit-remaining'])).toBe(
       Number(first.headers['ratelimit-remaining']) - 1,
     );
+    // The kept answer holds the password sealed, never in the clear.
+    const kept = await ctx.container.pool.oneFirst(
+      sql.unsafe`select body from idempotency_keys where key = ${key}`,
+    );
+    expect(String(kept)).not.toContain(first.json().password);
+    expect(String(kept)).not.toContain('ana');
     // Without the key it is a new credential (each has a password of its own).
     const fresh = await post(token, '/v1/realtime/chat/tokens', { user_id: 'ana' });
     expect(fresh.json().password).not.toBe(first.json().password);

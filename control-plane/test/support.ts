@@ -79,6 +79,16 @@ export async function startTestApp(
   };
 }
 
+const YEAR_MS = 365 * 86_400_000;
+
+/**
+ * A clock years ahead, for tests that run webhook workers: the test stack's running control plane
+ * (real time) sees their deliveries as not yet due, and they see its deliveries, and those of a
+ * test file on another distance, as older than the retention, which no worker sends. So each
+ * webhook test file takes a distance of its own, and decides alone which worker sends what.
+ */
+export const clockYearsAhead = (years: number) => createManualClock(new Date(Date.now() + years * YEAR_MS));
+
 /** A loopback address of its own, so that per-address counters of parallel tests never meet. */
 export function uniqueAddress(): string {
   return `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;

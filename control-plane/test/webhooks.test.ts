@@ -1,24 +1,27 @@
 /**
- * Webhooks against the real PostgreSQL and real HTTP receivers on loopback.
- *
- * Each app here runs on a clock ten years ahead, so its deliveries are never due for the test
- * stack's running control plane, whose worker would otherwise take them: these tests decide which
- * worker sends what, and when retries fall due.
+ * Webhooks against the real PostgreSQL and real HTTP receivers on loopback. The apps here run on a
+ * clock ten years ahead (`clockYearsAhead`), so that these tests alone decide which worker sends
+ * what, and when retries fall due.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
-import { createManualClock } from '../src/platform/clock.js';
 import { parseUsd } from '../src/platform/money.js';
 import type { EventInput } from '../src/platform/outbox.js';
 import { inTransaction } from '../src/platform/transaction.js';
-import { callWithKey, createCustomer, meterNow, startTestApp, type TestContext } from './support.js';
+import {
+  callWithKey,
+  clockYearsAhead,
+  createCustomer,
+  meterNow,
+  startTestApp,
+  type TestContext,
+} from './support.js';
 import { type Answer, type ReceivedRequest, type Receiver, startReceiver } from './webhook-receiver.js';
 
-const YEAR_MS = 365 * 86_400_000;
-const futureClock = () => createManualClock(new Date(Date.now() + 10 * YEAR_MS));
+const futureClock = () => clockYearsAhead(10);
 
 let ctx: TestContext;
 const receivers: Receiver[] = [];
@@ -333,6 +336,47 @@ describe('webhook deliveries', () => {
     const allowed = await customerWithEndpoint(url);
     await emit(ctx, { appId: allowed.customer.app.id });
     await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
+  });
+
+  it("keep a receiver's answer that holds a NUL character (PostgreSQL text cannot)", async () => {
+    const hook = await receiver(() => ({ status: 200, body: 'ok\u0000done' }));
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    const [delivery] = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json().items;
+    expect(delivery).toMatchObject({
+      status: 'succeeded',
+      last_attempt: { response_excerpt: 'ok\uFFFDdone' },
+    });
+  });
+
+  it('are failed attempts, not sent, when the secret no longer opens or plain http was turned off', async () => {
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    const rekeyed = await startTestApp({
+      clock: futureClock(),
+      settings: { SVC_SEALING_KEY: 'another-sealing-key-of-enough-length-7f3a9c2e1b' },
+    });
+    const noHttp = await startTestApp({ clock: futureClock(), settings: { SVC_WEBHOOK_ALLOW_HTTP: false } });
+    contexts.push(rekeyed, noHttp);
+    const lastAttempt = async () =>
+      (await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)).json()
+        .items[0].last_attempt;
+    await emit(ctx, { appId: customer.app.id });
+    await rekeyed.container.webhookDelivery.deliverDue();
+    expect(await lastAttempt()).toMatchObject({ failure: 'secret-unavailable', status_code: null });
+    ctx.clock.advance(10_000);
+    noHttp.clock.set(ctx.clock.now());
+    await noHttp.container.webhookDelivery.deliverDue();
+    expect(await lastAttempt()).toMatchObject({ failure: 'invalid-url' });
+    expect(hook.received).toHaveLength(0);
+    // A rotation under the new key makes the endpoint work for that control plane.
+    await callWithKey(rekeyed.app, customer.token, 'POST', `/v1/webhooks/${endpoint.id}/rotate`);
+    rekeyed.clock.set(new Date(ctx.clock.now().getTime() + 60_000));
+    await rekeyed.container.webhookDelivery.deliverDue();
     expect(hook.received).toHaveLength(1);
   });
 

@@ -45,7 +45,7 @@ export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Rec
     SVC_S3_ACCESS_KEY: secrets.minioRootUser,
     SVC_S3_SECRET_KEY: secrets.minioRootPassword,
     SVC_S3_BUCKET: 'svc-objects',
-    SVC_WEBHOOK_SECRETS_KEY: secrets.webhookSecretsKey,
+    SVC_SEALING_KEY: secrets.sealingKey,
     // Everything runs on this machine for development and tests: webhook receivers listen on
     // loopback, over plain HTTP (test keys only; live endpoints are always https://).
     SVC_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',

@@ -31,7 +31,7 @@ const GENERATORS = {
   ejabberdAuthSecret: () => randomToken(48),
   minioWebhookSecret: () => randomToken(48),
   shieldHashKey: () => randomToken(48),
-  webhookSecretsKey: () => randomToken(48),
+  sealingKey: () => randomToken(48),
   // The HTTP API accounts of ejabberd (ejabberd/ejabberd_auth_svc_api.erl).
   ejabberdApiSecret: () => randomToken(48),
   ejabberdOperatorSecret: () => randomToken(48),

@@ -278,7 +278,7 @@ describe('compose.yaml', () => {
       'SVC_MINIO_WEBHOOK_SECRET',
       'SVC_SHIELD_HASH_KEY',
       'SVC_EJABBERD_API_SECRET',
-      'SVC_WEBHOOK_SECRETS_KEY',
+      'SVC_SEALING_KEY',
     ])
       expect(controlPlane[name]?.length, name).toBeGreaterThanOrEqual(32);
     // Each caller its own secret.

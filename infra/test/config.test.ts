@@ -34,7 +34,7 @@ const secrets: StackSecrets = {
   ejabberdAuthSecret: 'bridge00000000000000000000000000000000000000000',
   minioWebhookSecret: 'events00000000000000000000000000000000000000000',
   shieldHashKey: 'shield00000000000000000000000000000000000000000',
-  webhookSecretsKey: 'webhooks000000000000000000000000000000000000000',
+  sealingKey: 'webhooks000000000000000000000000000000000000000',
   ejabberdApiSecret: 'xmppapi0000000000000000000000000000000000000000',
   ejabberdOperatorSecret: 'operator000000000000000000000000000000000000000',
   livekitApiKey: 'APIkey000000000',
@@ -259,7 +259,7 @@ describe('control-plane settings', () => {
       SVC_S3_ACCESS_KEY: secrets.minioRootUser,
       SVC_S3_SECRET_KEY: secrets.minioRootPassword,
       SVC_S3_BUCKET: 'svc-objects',
-      SVC_WEBHOOK_SECRETS_KEY: secrets.webhookSecretsKey,
+      SVC_SEALING_KEY: secrets.sealingKey,
       SVC_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
       SVC_WEBHOOK_ALLOW_HTTP: 'true',
     });

@@ -39,12 +39,12 @@ describe('secrets', () => {
   it('meet the servers length rules and are safe in URLs and YAML', () => {
     const secrets = ensureSecrets(secretsFile());
     // The control plane's settings ask 32 characters of each (SVC_*_SECRET, SVC_SHIELD_HASH_KEY,
-    // SVC_WEBHOOK_SECRETS_KEY).
+    // SVC_SEALING_KEY).
     for (const name of [
       'ejabberdAuthSecret',
       'minioWebhookSecret',
       'shieldHashKey',
-      'webhookSecretsKey',
+      'sealingKey',
       'ejabberdApiSecret',
       'ejabberdOperatorSecret',
     ] as const)
@@ -56,14 +56,14 @@ describe('secrets', () => {
 
   it('adds a secret missing from an older file without changing the others', () => {
     const file = secretsFile();
-    const { redisPassword, webhookSecretsKey, ...older } = ensureSecrets(file);
+    const { redisPassword, sealingKey, ...older } = ensureSecrets(file);
     writeFileSync(file, JSON.stringify(older));
     const upgraded = ensureSecrets(file);
     expect(upgraded).toMatchObject(older);
     expect(upgraded.redisPassword).toMatch(/^[A-Za-z0-9]{32}$/);
     expect(upgraded.redisPassword).not.toBe(redisPassword);
-    expect(upgraded.webhookSecretsKey).toMatch(/^[A-Za-z0-9]{48}$/);
-    expect(upgraded.webhookSecretsKey).not.toBe(webhookSecretsKey);
+    expect(upgraded.sealingKey).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect(upgraded.sealingKey).not.toBe(sealingKey);
     // Saved, so the next run reads the same ones back.
     expect(ensureSecrets(file)).toEqual(upgraded);
   });

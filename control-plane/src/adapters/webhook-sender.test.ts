@@ -30,6 +30,8 @@ describe('isAllowedAddress', () => {
     '64:ff9b::127.0.0.1',
     '64:ff9b:1::808:808',
     '::127.0.0.1',
+    '2002:a00:1::1',
+    '2001:0:4136:e378:8000:63bf:3fff:fdd2',
   ])('refuses %s', (address) => {
     expect(isAllowedAddress(address, none)).toBe(false);
   });

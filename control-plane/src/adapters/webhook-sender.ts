@@ -77,7 +77,9 @@ const FORBIDDEN = networkList([
   '::1/128',
   '64:ff9b:1::/48', // local-use NAT64 (RFC 8215): translates into the operator's own IPv4 networks
   '100::/64', // discard
+  '2001::/32', // Teredo: tunnels to an IPv4 address of the relay's choosing
   '2001:db8::/32',
+  '2002::/16', // 6to4: each address embeds an IPv4 address, private ones included
   'fc00::/7', // unique local, with the cloud metadata service at fd00:ec2::254
   'fe80::/10',
   'fec0::/10',

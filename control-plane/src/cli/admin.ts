@@ -1,6 +1,6 @@
 /**
- * Operator commands until the dashboard exists: accounts, apps, keys, top-ups.
- * Prints JSON on stdout; a new secret key is printed once and never again.
+ * Operator commands until the dashboard exists: accounts, apps, keys, top-ups, webhook endpoints.
+ * Prints JSON on stdout; a new secret key or signing secret is printed once and never again.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -10,9 +10,13 @@ import { runMigrations } from '../db/migrate.js';
 import type { AccountsService } from '../modules/accounts/service.js';
 import { type BillingService, usdNumber } from '../modules/billing/service.js';
 import { presentPriceTable } from '../modules/pricing/service.js';
+import { MAX_PROFILE_IDS, MAX_URL_LENGTH } from '../modules/webhooks/schema.js';
+import type { WebhookScope, WebhooksService } from '../modules/webhooks/service.js';
 import { KEY_KINDS, KEY_MODES, type KeyKind, type KeyMode, PLANS, type Plan } from '../platform/caller.js';
-import { ServiceError } from '../platform/errors.js';
+import { errors, ServiceError } from '../platform/errors.js';
+import { isDisplayName, isExternalId } from '../platform/identities.js';
 import { parseUsd } from '../platform/money.js';
+import { EVENT_TYPES } from '../platform/outbox.js';
 import type { Prices } from '../platform/prices.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
@@ -31,6 +35,26 @@ const USAGE = `usage: npm run admin -- <command> [options]
   price set --metric PRODUCT.METRIC [--usd PRICE] [--allowance UNITS]
   price reset --metric PRODUCT.METRIC      back to the configured or shipped value
   dev-key --state-file PATH    ensure a local account, app and test key; print them
+
+  webhook create --app ID --mode live|test --url URL --events TYPE,… [--profiles P1,P2,…]
+                 [--description TEXT] [--disabled]     prints the signing secret, once only
+  webhook list --app ID --mode live|test               every endpoint of the app in that mode
+  webhook show --app ID --mode live|test --endpoint ID
+  webhook update --app ID --mode live|test --endpoint ID [--url URL] [--events TYPE,…]
+                 [--profiles P1,P2,…|--all-profiles] [--description TEXT|''] [--enable|--disable]
+  webhook delete --app ID --mode live|test --endpoint ID          with its deliveries
+  webhook rotate --app ID --mode live|test --endpoint ID          a new secret, printed once;
+                                                                  the old one signs nothing more
+  webhook test --app ID --mode live|test --endpoint ID            queues a ping event
+  webhook deliveries --app ID --mode live|test --endpoint ID [--status pending|succeeded|failed]
+                 [--limit N]                           newest first, the last N (100 unless --limit)
+  webhook delivery --app ID --mode live|test --endpoint ID --delivery ID    with its attempt log
+  webhook redeliver --app ID --mode live|test --endpoint ID --delivery ID   queues the same event
+
+  Event types: ${EVENT_TYPES.join(', ')}.
+  --profiles narrows the profile events (buzz.*, sip.created, follow.created) to those profiles.
+  The CLI sends no webhook itself: test and redeliver only queue the delivery, which the running
+  control plane's delivery worker sends; follow it with webhook delivery.
 
 Runs against SVC_DATABASE_URL (npm run admin loads the dev stack's settings; --profile test for the test stack).`;
 
@@ -51,6 +75,18 @@ const OPTIONS = {
   metric: { type: 'string' },
   usd: { type: 'string' },
   allowance: { type: 'string' },
+  url: { type: 'string' },
+  events: { type: 'string' },
+  profiles: { type: 'string' },
+  'all-profiles': { type: 'boolean' },
+  description: { type: 'string' },
+  disabled: { type: 'boolean' },
+  enable: { type: 'boolean' },
+  disable: { type: 'boolean' },
+  endpoint: { type: 'string' },
+  delivery: { type: 'string' },
+  status: { type: 'string' },
+  limit: { type: 'string' },
   help: { type: 'boolean' },
 } as const;
 
@@ -80,6 +116,7 @@ interface Services {
   accounts: AccountsService;
   billing: BillingService;
   prices: Prices;
+  webhooks: WebhooksService;
 }
 
 function metricOf(options: Options): [string, string] {
@@ -118,8 +155,217 @@ async function devKey({ accounts }: Services, stateFile: string) {
   return saved;
 }
 
+/** A comma-separated option's values: at least one, none twice. */
+function commaList(options: Options, name: 'events' | 'profiles'): string[] {
+  const values = required(options, name)
+    .split(',')
+    .map((value) => value.trim())
+    .filter(Boolean);
+  if (values.length === 0) throw new UsageError(`--${name} needs at least one value`);
+  const twice = values.find((value, index) => values.indexOf(value) !== index);
+  if (twice !== undefined) throw new UsageError(`--${name} lists "${twice}" twice`);
+  return values;
+}
+
+function eventTypes(options: Options): string[] {
+  const types = commaList(options, 'events');
+  const unknown = types.find((type) => !(EVENT_TYPES as readonly string[]).includes(type));
+  if (unknown !== undefined)
+    throw new UsageError(`--events: unknown event type "${unknown}"; one of ${EVENT_TYPES.join(', ')}`);
+  return types;
+}
+
+function profileIds(options: Options): string[] {
+  const ids = commaList(options, 'profiles');
+  if (ids.length > MAX_PROFILE_IDS) throw new UsageError(`--profiles takes at most ${MAX_PROFILE_IDS} ids`);
+  const bad = ids.find((id) => !isExternalId(id));
+  if (bad !== undefined)
+    throw new UsageError(
+      `--profiles: "${bad}" is not a profile id (1-128 bytes of letters, digits, punctuation and symbols)`,
+    );
+  return ids;
+}
+
+function endpointUrl(options: Options): string {
+  const url = required(options, 'url');
+  if (url.length > MAX_URL_LENGTH) throw new UsageError(`--url must be at most ${MAX_URL_LENGTH} characters`);
+  return url; // the service checks the rest (scheme, credentials, address)
+}
+
+function description(text: string, allowEmpty: boolean): string {
+  if (allowEmpty && text === '') return text;
+  if (text.length > 256 || !isDisplayName(text))
+    throw new UsageError(
+      '--description must be 1-256 characters, with no control, bidi-control or line-separator characters and no space at either end',
+    );
+  return text;
+}
+
+function positiveLimit(options: Options, fallback: number): number {
+  if (options.limit === undefined) return fallback;
+  const limit = Number(options.limit);
+  if (!Number.isSafeInteger(limit) || limit <= 0)
+    throw new UsageError('--limit must be a positive whole number');
+  return limit;
+}
+
+/** The service's own field names, as the options that carry them. */
+const FLAG_OF_FIELD: Record<string, string> = {
+  url: 'url',
+  event_types: 'events',
+  profile_ids: 'profiles',
+  description: 'description',
+};
+
+/**
+ * The service's refusals in the command's terms: a field it refused (a URL it will not deliver to)
+ * as the option it came from; an endpoint or delivery not found with the ids and mode looked in.
+ */
+function explained(error: unknown, options: Options, scope: WebhookScope): unknown {
+  if (!(error instanceof ServiceError)) return error;
+  const fields = error.fields ?? [];
+  if (fields.length > 0 && fields.every((field) => field.field in FLAG_OF_FIELD))
+    return new UsageError(
+      fields.map((field) => `--${FLAG_OF_FIELD[field.field]} ${field.message}`).join('; '),
+    );
+  if (error.type === 'not_found') {
+    const where = `in app ${scope.appId} (${scope.mode} mode)`;
+    return new ServiceError(
+      'not_found',
+      error.message.startsWith('Delivery')
+        ? `Delivery ${options.delivery} not found for endpoint ${options.endpoint} ${where}`
+        : `Webhook endpoint ${options.endpoint} not found ${where}`,
+    );
+  }
+  return error;
+}
+
+const SECRET_NOTE = 'store this signing secret now: it is not shown again';
+const QUEUED_NOTE =
+  "queued: the running control plane's delivery worker sends it (this command does not); see it with webhook delivery";
+
+const WEBHOOK_COMMANDS = [
+  'create',
+  'list',
+  'show',
+  'update',
+  'delete',
+  'rotate',
+  'test',
+  'deliveries',
+  'delivery',
+  'redeliver',
+];
+
+async function webhook(command: string, options: Options, services: Services): Promise<unknown> {
+  if (!WEBHOOK_COMMANDS.includes(command)) throw new UsageError(`unknown command "webhook ${command}"`);
+  const appId = required(options, 'app');
+  const scope: WebhookScope = { appId, mode: oneOf(required(options, 'mode'), KEY_MODES, 'mode') };
+  if (!(await services.accounts.getApp(appId))) throw errors.notFound(`App ${appId}`);
+  try {
+    return await webhookCommand(command, options, scope, services.webhooks);
+  } catch (error) {
+    throw explained(error, options, scope);
+  }
+}
+
+async function webhookCommand(
+  command: string,
+  options: Options,
+  scope: WebhookScope,
+  webhooks: WebhooksService,
+): Promise<unknown> {
+  const endpoint = () => required(options, 'endpoint');
+  switch (command) {
+    case 'create': {
+      if (options.enable || options.disable || options['all-profiles'])
+        throw new UsageError(
+          'webhook create takes --disabled (and --profiles), not --enable, --disable or --all-profiles',
+        );
+      const created = await webhooks.create(scope, {
+        url: endpointUrl(options),
+        event_types: eventTypes(options),
+        ...(options.profiles !== undefined ? { profile_ids: profileIds(options) } : {}),
+        ...(options.description !== undefined
+          ? { description: description(options.description, false) }
+          : {}),
+        enabled: !options.disabled,
+      });
+      return { ...created, note: SECRET_NOTE };
+    }
+    case 'list': {
+      const all = [];
+      let cursor: string | undefined;
+      do {
+        const page = await webhooks.list(scope, { limit: 100, ...(cursor ? { cursor } : {}) });
+        all.push(...page.items);
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor);
+      return all;
+    }
+    case 'show':
+      return webhooks.read(scope, endpoint());
+    case 'update': {
+      if (options.disabled)
+        throw new UsageError('webhook update takes --enable or --disable, not --disabled');
+      if (options.enable && options.disable) throw new UsageError('give --enable or --disable, not both');
+      if (options.profiles !== undefined && options['all-profiles'])
+        throw new UsageError('give --profiles or --all-profiles, not both');
+      const changes = {
+        ...(options.url !== undefined ? { url: endpointUrl(options) } : {}),
+        ...(options.events !== undefined ? { event_types: eventTypes(options) } : {}),
+        ...(options.profiles !== undefined ? { profile_ids: profileIds(options) } : {}),
+        ...(options['all-profiles'] ? { profile_ids: null } : {}),
+        ...(options.description !== undefined ? { description: description(options.description, true) } : {}),
+        ...(options.enable || options.disable ? { enabled: Boolean(options.enable) } : {}),
+      };
+      if (Object.keys(changes).length === 0)
+        throw new UsageError(
+          'nothing to change: give --url, --events, --profiles, --all-profiles, --description, --enable or --disable',
+        );
+      return webhooks.update(scope, endpoint(), changes);
+    }
+    case 'delete':
+      return webhooks.remove(scope, endpoint());
+    case 'rotate':
+      return { ...(await webhooks.rotate(scope, endpoint())), note: SECRET_NOTE };
+    case 'test':
+      return { ...(await webhooks.test(scope, endpoint())), note: QUEUED_NOTE };
+    case 'deliveries': {
+      const wanted = positiveLimit(options, 100);
+      const status =
+        options.status === undefined
+          ? {}
+          : { status: oneOf(options.status, ['pending', 'succeeded', 'failed'] as const, 'status') };
+      const id = endpoint();
+      const all = [];
+      let cursor: string | undefined;
+      do {
+        const limit = Math.min(100, wanted - all.length);
+        const page = await webhooks.deliveries(scope, id, {
+          limit,
+          ...status,
+          ...(cursor ? { cursor } : {}),
+        });
+        all.push(...page.items);
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor && all.length < wanted);
+      return all;
+    }
+    case 'delivery':
+      return webhooks.delivery(scope, endpoint(), required(options, 'delivery'));
+    case 'redeliver': {
+      const delivery = await webhooks.redeliver(scope, endpoint(), required(options, 'delivery'));
+      return { ...delivery, note: QUEUED_NOTE };
+    }
+    default:
+      throw new UsageError(`unknown command "webhook ${command}"`);
+  }
+}
+
 async function run(command: string, options: Options, services: Services): Promise<unknown> {
   const { accounts, billing, prices } = services;
+  if (command.startsWith('webhook ')) return webhook(command.slice('webhook '.length), options, services);
   switch (command) {
     case 'account create':
       return accounts.createAccount({

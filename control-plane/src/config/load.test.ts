@@ -19,7 +19,7 @@ const valid = {
   SVC_S3_PUBLIC_ENDPOINT: 'https://files.example.com',
   SVC_S3_ACCESS_KEY: 'minio',
   SVC_S3_SECRET_KEY: 'a7d3e9f1c05b28e4',
-  SVC_WEBHOOK_SECRETS_KEY: '8b4e1f6a93c07d25e9a1b3f0c6d84e72',
+  SVC_SEALING_KEY: '8b4e1f6a93c07d25e9a1b3f0c6d84e72',
 };
 
 function problemsOf(env: Record<string, string>): string[] {
@@ -105,7 +105,7 @@ describe('loadSettings', () => {
       SVC_EJABBERD_AUTH_SECRET: 'change-me-ejabberd-auth-secret-at-least-32-characters',
       SVC_LIVEKIT_API_SECRET: 'abababababababababababababababab',
       SVC_S3_SECRET_KEY: 'minioadmin',
-      SVC_WEBHOOK_SECRETS_KEY: 'change-me-webhook-secrets-key-at-least-32-characters',
+      SVC_SEALING_KEY: 'change-me-sealing-key-at-least-32-characters-long',
       SVC_DATABASE_URL: 'postgres://svc:change-me-postgres-password@db:5432/svc',
       SVC_REDIS_URL: 'redis://:CHANGEME@redis:6379/0',
     };
@@ -114,7 +114,7 @@ describe('loadSettings', () => {
       'SVC_EJABBERD_AUTH_SECRET: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_LIVEKIT_API_SECRET: has too little randomness (a repeated pattern); generate one, e.g. openssl rand -hex 32',
       'SVC_S3_SECRET_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
-      'SVC_WEBHOOK_SECRETS_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
+      'SVC_SEALING_KEY: is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_DATABASE_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
       'SVC_REDIS_URL: its password is a placeholder; generate one, e.g. openssl rand -hex 32',
     ]);

@@ -87,8 +87,8 @@ export const SettingsSchema = Type.Object({
     default: 'svc-objects',
     description: 'Bucket holding every object.',
   }),
-  SVC_WEBHOOK_SECRETS_KEY: Secret(
-    "Key that seals webhook endpoints' signing secrets in the database (changing it makes every endpoint need a rotation).",
+  SVC_SEALING_KEY: Secret(
+    "Key that seals what the service keeps but must not show again: webhook signing secrets, and answers kept for Idempotency-Key replays (changing it means rotating every webhook endpoint's secret).",
     32,
   ),
   SVC_WEBHOOK_ALLOWED_NETWORKS: Type.String({
@@ -121,5 +121,5 @@ export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
   'SVC_EJABBERD_API_SECRET',
   'SVC_LIVEKIT_API_SECRET',
   'SVC_S3_SECRET_KEY',
-  'SVC_WEBHOOK_SECRETS_KEY',
+  'SVC_SEALING_KEY',
 ]);

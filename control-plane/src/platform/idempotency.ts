@@ -5,6 +5,7 @@ import { errors } from './errors.js';
 import { type HeldKey, idempotencyStore } from './idempotency-store.js';
 import { randomBase62 } from './ids.js';
 import { pruneInBatches } from './pruning.js';
+import type { Sealer } from './sealing.js';
 import type { Db } from './transaction.js';
 
 export type { HeldKey } from './idempotency-store.js';
@@ -31,12 +32,18 @@ export interface KeptAnswer {
 
 export type Claimed = { held: HeldKey } | { replay: KeptAnswer };
 
+/** What a kept body belongs to: sealed for one app, mode and key, it opens for no other. */
+const ownerOf = (held: Pick<HeldKey, 'appId' | 'mode' | 'key'>) =>
+  `idempotency:${held.appId}:${held.mode}:${held.key}`;
+
 /**
  * Idempotency keys (`Idempotency-Key`) of one app in one key mode: a request claims its key before it
  * runs; the same key and request later get the kept answer, another request with the key a 422, and
- * a request while the first still runs a 409.
+ * a request while the first still runs a 409. Kept bodies are sealed: answers hold secrets shown once
+ * (chat passwords, webhook signing secrets), which a replay shows again but the database never holds
+ * in the clear.
  */
-export function createIdempotency(deps: { pool: DatabasePool; clock: Clock }) {
+export function createIdempotency(deps: { pool: DatabasePool; clock: Clock; sealer: Sealer }) {
   return {
     claim: async (
       scope: { appId: string; mode: KeyMode },
@@ -56,7 +63,7 @@ export function createIdempotency(deps: { pool: DatabasePool; clock: Clock }) {
       return {
         replay: {
           status: row.status,
-          body: row.body,
+          body: deps.sealer.open(Buffer.from(row.body, 'base64'), ownerOf(held)),
           headers: row.headers ?? {},
           costMicros: row.cost_micros ?? 0,
         },
@@ -69,7 +76,8 @@ export function createIdempotency(deps: { pool: DatabasePool; clock: Clock }) {
      * COMMIT). A key taken over meanwhile is a 409: its new holder's answer is the one kept.
      */
     keep: async (held: HeldKey, answer: Omit<KeptAnswer, 'costMicros'>, db: Db = deps.pool) => {
-      if (!(await idempotencyStore(db).answer(held, answer))) throw errors.idempotencyKeyInUse();
+      const body = deps.sealer.seal(answer.body, ownerOf(held)).toString('base64');
+      if (!(await idempotencyStore(db).answer(held, { ...answer, body }))) throw errors.idempotencyKeyInUse();
     },
 
     /** Gives up a held key without an answer: the same key may run again at once. */

@@ -38,7 +38,12 @@ export function retryDelayMs(failures: number, random: () => number = Math.rando
   return Math.round(base * 1000 * (1 - RETRY_JITTER + 2 * RETRY_JITTER * random()));
 }
 
-const succeeded = (outcome: WebhookOutcome) =>
+/** An attempt's outcome: the sender's, or a refusal before sending. */
+type AttemptOutcome =
+  | WebhookOutcome
+  | { kind: 'failure'; reason: 'secret-unavailable'; message: string; latencyMs: number };
+
+const succeeded = (outcome: AttemptOutcome) =>
   outcome.kind === 'response' && outcome.status >= 200 && outcome.status < 300;
 
 /**
@@ -56,6 +61,8 @@ export function createWebhookDelivery(deps: {
   sender: WebhookSender;
   outbox: Outbox;
   log: Logger;
+  /** Test-mode endpoints may use http:// (SVC_WEBHOOK_ALLOW_HTTP). */
+  allowHttp: boolean;
   options?: Partial<DeliveryOptions>;
 }) {
   const options = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
@@ -92,13 +99,38 @@ export function createWebhookDelivery(deps: {
     }
   }
 
-  async function attempt(row: ClaimedRow) {
-    const at = deps.clock.now();
+  const refused = (reason: 'invalid-url' | 'secret-unavailable', message: string): AttemptOutcome => ({
+    kind: 'failure',
+    reason,
+    message,
+    latencyMs: 0,
+  });
+
+  /** Signs and sends one attempt; what cannot be sent is a failed attempt like any other. */
+  async function send(row: ClaimedRow, at: Date): Promise<AttemptOutcome> {
+    // An operator may have turned plain http off since the endpoint was registered.
+    if (row.url.startsWith('http:') && !(row.mode === 'test' && deps.allowHttp))
+      return refused('invalid-url', 'plain http:// is not allowed for this endpoint any more');
+    let secret: string;
+    try {
+      secret = deps.sealer.open(row.secret_sealed, row.endpoint_id);
+    } catch {
+      deps.log.error(
+        { endpointId: row.endpoint_id },
+        "a webhook endpoint's signing secret does not open (SVC_SEALING_KEY changed?): rotate it",
+      );
+      return refused('secret-unavailable', 'the signing secret cannot be opened: rotate it');
+    }
     const headers = {
       'content-type': 'application/json',
-      ...signatureHeaders(deps.sealer.open(row.secret_sealed, row.endpoint_id), row.event_id, row.body, at),
+      ...signatureHeaders(secret, row.event_id, row.body, at),
     };
-    const outcome = await deps.sender.send({ url: row.url, headers, body: row.body });
+    return deps.sender.send({ url: row.url, headers, body: row.body });
+  }
+
+  async function attempt(row: ClaimedRow) {
+    const at = deps.clock.now();
+    const outcome = await send(row, at);
     const failures = row.failures + (succeeded(outcome) ? 0 : 1);
     const delay = succeeded(outcome) ? null : retryDelayMs(failures);
     const failingSince = await webhooksStore(deps.pool).recordAttempt({
@@ -108,7 +140,11 @@ export function createWebhookDelivery(deps: {
       statusCode: outcome.kind === 'response' ? outcome.status : null,
       failure: outcome.kind === 'failure' ? outcome.reason : null,
       latencyMs: Math.round(outcome.latencyMs),
-      excerpt: outcome.kind === 'response' ? outcome.excerpt : outcome.message,
+      // PostgreSQL text holds no NUL character; a receiver's answer may.
+      excerpt: (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
+        '\u0000',
+        '\uFFFD',
+      ),
       outcome: succeeded(outcome) ? 'succeeded' : delay === null ? 'failed' : 'retry',
       nextAttemptAt: delay === null ? null : new Date(deps.clock.now().getTime() + delay),
     });
@@ -165,7 +201,7 @@ export function createWebhookDelivery(deps: {
             claimUntil: new Date(now.getTime() + options.claimMs),
             limit: room,
             perEndpoint: options.perEndpoint,
-            busy: [...perEndpoint].filter(([, count]) => count >= options.perEndpoint).map(([id]) => id),
+            inFlight: perEndpoint,
           });
           for (const row of claimed) start(row);
           started += claimed.length;

@@ -29,6 +29,18 @@ export const DISABLE_AFTER_FAILING_MS = 5 * 86_400_000;
 /** Events, with their deliveries and attempts, are kept this long. */
 export const EVENT_RETENTION_DAYS = 30;
 
+/** Why an attempt got no answer: the sender's reasons, and a secret that no longer opens. */
+export const ATTEMPT_FAILURES = [
+  'timeout',
+  'forbidden-address',
+  'dns',
+  'connection',
+  'tls',
+  'invalid-url',
+  'secret-unavailable',
+] as const;
+export type AttemptFailure = (typeof ATTEMPT_FAILURES)[number];
+
 export const EndpointRow = z.object({
   id: z.string(),
   app_id: z.string(),
@@ -187,13 +199,9 @@ export const Attempt = Type.Object(
   {
     attempted_at: Type.String({ format: 'date-time' }),
     status_code: Type.Union([Type.Integer(), Type.Null()], { description: "The receiver's status" }),
-    failure: Type.Union(
-      [
-        literalUnion(['timeout', 'forbidden-address', 'dns', 'connection', 'tls', 'invalid-url'] as const),
-        Type.Null(),
-      ],
-      { description: 'Why no answer came; null when the receiver answered' },
-    ),
+    failure: Type.Union([literalUnion(ATTEMPT_FAILURES), Type.Null()], {
+      description: 'Why no answer came; null when the receiver answered',
+    }),
     latency_ms: Type.Integer(),
     response_excerpt: Type.String({ description: `The first ${RESPONSE_EXCERPT_BYTES} bytes of the answer` }),
   },

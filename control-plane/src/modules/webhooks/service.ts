@@ -10,7 +10,13 @@ import type { Outbox } from '../../platform/outbox.js';
 import type { Sealer } from '../../platform/sealing.js';
 import { secretHint } from '../../platform/secrets.js';
 import { inTransaction } from '../../platform/transaction.js';
-import { type AttemptRow, type DeliveryRow, type EndpointRow, MAX_ENDPOINTS } from './schema.js';
+import {
+  type AttemptFailure,
+  type AttemptRow,
+  type DeliveryRow,
+  type EndpointRow,
+  MAX_ENDPOINTS,
+} from './schema.js';
 import { newSigningSecret } from './signatures.js';
 import { type EndpointFields, webhooksStore } from './store.js';
 
@@ -46,12 +52,10 @@ export function presentEndpoint(row: EndpointRow) {
   };
 }
 
-type Failure = 'timeout' | 'forbidden-address' | 'dns' | 'connection' | 'tls' | 'invalid-url';
-
 const presentAttempt = (row: AttemptRow) => ({
   attempted_at: row.attempted_at.toISOString(),
   status_code: row.status_code,
-  failure: row.failure as Failure | null,
+  failure: row.failure as AttemptFailure | null,
   latency_ms: row.latency_ms,
   response_excerpt: row.response_excerpt,
 });

@@ -150,8 +150,9 @@ export function webhooksStore(db: Db) {
 
     /**
      * Takes up to `limit` due deliveries for this worker until `claimUntil` (another worker takes
-     * one again only if this one stopped before recording its attempt), at most `perEndpoint` of
-     * each endpoint and none of the endpoints in `busy`: a slow endpoint cannot fill the worker.
+     * one again only if this one stopped before recording its attempt), no more of each endpoint
+     * than `perEndpoint` less what the worker already runs for it (`inFlight`): a slow endpoint
+     * cannot fill the worker.
      * A disabled endpoint's deliveries wait (its test pings still go).
      * Rows other workers are claiming are skipped, so no attempt is sent twice.
      */
@@ -160,7 +161,7 @@ export function webhooksStore(db: Db) {
       claimUntil: Date;
       limit: number;
       perEndpoint: number;
-      busy: readonly string[];
+      inFlight: ReadonlyMap<string, number>;
     }) =>
       db.any(sql.type(ClaimedRow)`
         with due as (
@@ -170,14 +171,19 @@ export function webhooksStore(db: Db) {
           where status = 'pending' and next_attempt_at <= ${sql.timestamp(claim.now)}
             and id in (
             select id from (
-              select d.id, row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
+              select d.id, d.endpoint_id,
+                     row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
               from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
               where d.status = 'pending' and d.next_attempt_at <= ${sql.timestamp(claim.now)}
-                and d.endpoint_id <> all(${sql.array(claim.busy, 'text')})
+                -- Past the events' retention a delivery is about to go with its event: never sent.
+                and d.created_at > ${sql.timestamp(claim.now)} - make_interval(days => ${EVENT_RETENTION_DAYS})
                 -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
                 and (e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping'))
             ) ranked
-            where rank <= ${claim.perEndpoint}
+            left join unnest(${sql.array([...claim.inFlight.keys()], 'text')},
+                             ${sql.array([...claim.inFlight.values()], 'int4')}) as running (endpoint_id, attempts)
+              using (endpoint_id)
+            where rank <= ${claim.perEndpoint} - coalesce(running.attempts, 0)
           )
           order by next_attempt_at
           limit ${claim.limit}
