@@ -332,6 +332,8 @@ describe('webhook deliveries', () => {
       await callWithKey(strict.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
     ).json().items;
     expect(delivery.last_attempt).toMatchObject({ failure: 'forbidden-address', status_code: null });
+    // Its retry is not for the allow-listed app's worker to send.
+    await callWithKey(strict.app, customer.token, 'DELETE', `/v1/webhooks/${endpoint.id}`);
     // The allow-listed app (loopback, as the test stack's) delivers to the same URL.
     const allowed = await customerWithEndpoint(url);
     await emit(ctx, { appId: allowed.customer.app.id });
@@ -366,6 +368,7 @@ describe('webhook deliveries', () => {
       (await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)).json()
         .items[0].last_attempt;
     await emit(ctx, { appId: customer.app.id });
+    rekeyed.clock.set(ctx.clock.now());
     await rekeyed.container.webhookDelivery.deliverDue();
     expect(await lastAttempt()).toMatchObject({ failure: 'secret-unavailable', status_code: null });
     ctx.clock.advance(10_000);

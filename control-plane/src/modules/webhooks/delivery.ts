@@ -5,10 +5,15 @@ import type { Outbox } from '../../platform/outbox.js';
 import type { Logger } from '../../platform/route.js';
 import type { Sealer } from '../../platform/sealing.js';
 import { inTransaction } from '../../platform/transaction.js';
-import { DISABLE_AFTER_FAILING_MS, RETRY_DELAYS_SECONDS, RETRY_JITTER } from './schema.js';
+import {
+  DELIVERY_TIMEOUT_MS,
+  DISABLE_AFTER_FAILING_MS,
+  RETRY_DELAYS_SECONDS,
+  RETRY_JITTER,
+} from './schema.js';
 import { presentEndpoint } from './service.js';
 import { signatureHeaders } from './signatures.js';
-import { type ClaimedRow, webhooksStore } from './store.js';
+import { type ClaimedRow, type SuccessRecord, webhooksStore } from './store.js';
 
 export interface DeliveryOptions {
   /** Attempts one worker runs at once. */
@@ -16,20 +21,40 @@ export interface DeliveryOptions {
   /** Attempts one worker runs at once to one endpoint: a slow endpoint holds only these. */
   perEndpoint: number;
   /**
-   * How long a claimed delivery stays with its worker. Far above an attempt's 5 s, so only a worker
-   * that stopped mid-attempt (killed) lets another send that attempt again.
+   * Deliveries of one endpoint a worker claims ahead of its attempts, so that one claim feeds many of
+   * them: it claims more of an endpoint once it holds half of this or less. A held delivery whose
+   * claim would lapse before its attempt could end (a slow endpoint) is let go unsent, so that it is
+   * never sent twice.
+   */
+  heldPerEndpoint: number;
+  /** Deliveries one worker holds at most, claimed and running. */
+  maxHeld: number;
+  /**
+   * How long a claimed delivery stays with its worker. Far above an attempt's 5 s and its wait, so
+   * only a worker that stopped (killed) lets another send that attempt again.
    */
   claimMs: number;
   /** How often a worker looks for due deliveries that no local emit announced (other replicas', retries). */
   pollMs: number;
+  /** Successful attempts are recorded together, at most this long after they ended. */
+  recordEveryMs: number;
 }
 
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   maxInFlight: 64,
   perEndpoint: 8,
+  heldPerEndpoint: 64,
+  maxHeld: 512,
   claimMs: 30_000,
   pollMs: 500,
+  recordEveryMs: 10,
 };
+
+/** A claimed delivery and when its claim lapses (ms). */
+type HeldRow = ClaimedRow & { claimedUntil: number };
+
+/** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
+const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
 
 /** The delay before the retry that follows the `failures`-th failed attempt, with its jitter. */
 export function retryDelayMs(failures: number, random: () => number = Math.random): number | null {
@@ -66,11 +91,49 @@ export function createWebhookDelivery(deps: {
   options?: Partial<DeliveryOptions>;
 }) {
   const options = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
-  const inFlight = new Set<Promise<void>>();
-  const perEndpoint = new Map<string, number>();
+  /** Claimed deliveries waiting for a slot, by endpoint, and the attempts running, by endpoint. */
+  const waiting = new Map<string, HeldRow[]>();
+  const running = new Map<string, number>();
+  const attempts = new Set<Promise<void>>();
+  let held = 0;
   let pumping: Promise<number> | null = null;
   let again = false;
   let stopped = false;
+
+  /** Successful attempts waiting to be recorded, all in one statement. */
+  let successes: SuccessRecord[] = [];
+  let recording: Promise<void> | null = null;
+  let recordTimer: NodeJS.Timeout | null = null;
+
+  function recordSuccesses(): Promise<void> {
+    if (recordTimer) clearTimeout(recordTimer);
+    recordTimer = null;
+    const batch = successes;
+    successes = [];
+    const previous = recording ?? Promise.resolve();
+    const current = previous.then(async () => {
+      if (batch.length === 0) return;
+      await webhooksStore(deps.pool)
+        .recordSuccesses(batch)
+        .catch((error: unknown) =>
+          deps.log.error(
+            { err: error, attempts: batch.length },
+            'webhook attempts not recorded; their claims will lapse',
+          ),
+        );
+    });
+    recording = current;
+    void current.finally(() => {
+      if (recording === current) recording = null;
+    });
+    return current;
+  }
+
+  function keepSuccess(record: SuccessRecord) {
+    successes.push(record);
+    if (successes.length >= 64) void recordSuccesses();
+    else recordTimer ??= setTimeout(() => void recordSuccesses(), options.recordEveryMs);
+  }
 
   async function disableIfFailing(row: ClaimedRow, failingSince: Date) {
     const now = deps.clock.now();
@@ -131,57 +194,90 @@ export function createWebhookDelivery(deps: {
   async function attempt(row: ClaimedRow) {
     const at = deps.clock.now();
     const outcome = await send(row, at);
-    const failures = row.failures + (succeeded(outcome) ? 0 : 1);
-    const delay = succeeded(outcome) ? null : retryDelayMs(failures);
-    const failingSince = await webhooksStore(deps.pool).recordAttempt({
+    // PostgreSQL text holds no NUL character; a receiver's answer may.
+    const excerpt = (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
+      '\u0000',
+      '\uFFFD',
+    );
+    if (succeeded(outcome) && outcome.kind === 'response') {
+      keepSuccess({
+        deliveryId: row.id,
+        endpointId: row.endpoint_id,
+        at,
+        statusCode: outcome.status,
+        latencyMs: Math.round(outcome.latencyMs),
+        excerpt,
+      });
+      return;
+    }
+    const failures = row.failures + 1;
+    const delay = retryDelayMs(failures);
+    const failingSince = await webhooksStore(deps.pool).recordFailure({
       deliveryId: row.id,
       endpointId: row.endpoint_id,
       at,
       statusCode: outcome.kind === 'response' ? outcome.status : null,
       failure: outcome.kind === 'failure' ? outcome.reason : null,
       latencyMs: Math.round(outcome.latencyMs),
-      // PostgreSQL text holds no NUL character; a receiver's answer may.
-      excerpt: (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
-        '\u0000',
-        '\uFFFD',
-      ),
-      outcome: succeeded(outcome) ? 'succeeded' : delay === null ? 'failed' : 'retry',
+      excerpt,
       nextAttemptAt: delay === null ? null : new Date(deps.clock.now().getTime() + delay),
     });
-    if (!succeeded(outcome)) {
-      deps.log.info(
-        {
-          deliveryId: row.id,
-          endpointId: row.endpoint_id,
-          status: outcome.kind === 'response' ? outcome.status : outcome.reason,
-          failures,
-        },
-        delay === null ? 'webhook delivery failed for good' : 'webhook attempt failed; retrying later',
-      );
-    }
+    deps.log.info(
+      {
+        deliveryId: row.id,
+        endpointId: row.endpoint_id,
+        status: outcome.kind === 'response' ? outcome.status : outcome.reason,
+        failures,
+      },
+      delay === null ? 'webhook delivery failed for good' : 'webhook attempt failed; retrying later',
+    );
     if (failingSince) await disableIfFailing(row, failingSince);
   }
 
-  function start(row: ClaimedRow) {
-    perEndpoint.set(row.endpoint_id, (perEndpoint.get(row.endpoint_id) ?? 0) + 1);
-    const running = attempt(row)
-      .catch((error: unknown) =>
-        deps.log.error(
-          { err: error, deliveryId: row.id },
-          'webhook attempt not recorded; its claim will lapse',
-        ),
-      )
-      .finally(() => {
-        inFlight.delete(running);
-        const left = (perEndpoint.get(row.endpoint_id) ?? 1) - 1;
-        if (left === 0) perEndpoint.delete(row.endpoint_id);
-        else perEndpoint.set(row.endpoint_id, left);
-        void pump();
-      });
-    inFlight.add(running);
+  /** Starts the waiting deliveries that have a slot: per endpoint, and in all. */
+  function dispatch() {
+    for (const [endpointId, queue] of waiting) {
+      while (queue.length > 0 && attempts.size < options.maxInFlight) {
+        const busy = running.get(endpointId) ?? 0;
+        if (busy >= options.perEndpoint) break;
+        const row = queue.shift()!;
+        if (row.claimedUntil - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) {
+          held -= 1;
+          continue;
+        }
+        running.set(endpointId, busy + 1);
+        const done = attempt(row)
+          .catch((error: unknown) =>
+            deps.log.error(
+              { err: error, deliveryId: row.id },
+              'webhook attempt not recorded; its claim will lapse',
+            ),
+          )
+          .finally(() => {
+            attempts.delete(done);
+            held -= 1;
+            const left = (running.get(endpointId) ?? 1) - 1;
+            if (left === 0) running.delete(endpointId);
+            else running.set(endpointId, left);
+            dispatch();
+            // Claim more of this endpoint before its held deliveries run out.
+            if (left + (waiting.get(endpointId)?.length ?? 0) === options.heldPerEndpoint / 2) void pump();
+          });
+        attempts.add(done);
+      }
+      if (queue.length === 0) waiting.delete(endpointId);
+    }
   }
 
-  /** Claims and starts due deliveries while there is room; answers how many it started. */
+  /** What this worker holds of each endpoint: waiting and running. */
+  function heldByEndpoint(): Map<string, number> {
+    const counts = new Map(running);
+    for (const [endpointId, queue] of waiting)
+      counts.set(endpointId, (counts.get(endpointId) ?? 0) + queue.length);
+    return counts;
+  }
+
+  /** Claims due deliveries while there is room, and starts what it can; answers how many it claimed. */
   function pump(): Promise<number> {
     if (stopped) return Promise.resolve(0);
     if (pumping) {
@@ -189,28 +285,38 @@ export function createWebhookDelivery(deps: {
       return pumping;
     }
     pumping = (async () => {
-      let started = 0;
+      let claimedAll = 0;
       try {
         do {
           again = false;
-          const room = options.maxInFlight - inFlight.size;
+          // A claim takes at most four endpoints' worth: looking through more rows costs every claim.
+          const room = Math.min(options.maxHeld - held, options.heldPerEndpoint * 4);
           if (room <= 0) break;
           const now = deps.clock.now();
+          const holding = heldByEndpoint();
           const claimed = await webhooksStore(deps.pool).claimDue({
             now,
             claimUntil: new Date(now.getTime() + options.claimMs),
             limit: room,
-            perEndpoint: options.perEndpoint,
-            inFlight: perEndpoint,
+            perEndpoint: options.heldPerEndpoint,
+            held: holding,
+            skip: [...holding].filter(([, count]) => count > options.heldPerEndpoint / 2).map(([id]) => id),
           });
-          for (const row of claimed) start(row);
-          started += claimed.length;
+          const claimedUntil = now.getTime() + options.claimMs;
+          for (const row of claimed) {
+            const queue = waiting.get(row.endpoint_id) ?? [];
+            queue.push({ ...row, claimedUntil });
+            waiting.set(row.endpoint_id, queue);
+          }
+          held += claimed.length;
+          claimedAll += claimed.length;
+          dispatch();
           if (claimed.length === room) again = true;
         } while (again && !stopped);
       } finally {
         pumping = null;
       }
-      return started;
+      return claimedAll;
     })();
     return pumping;
   }
@@ -231,17 +337,23 @@ export function createWebhookDelivery(deps: {
         stopped = true;
         clearInterval(timer);
         await pumping?.catch(() => {});
-        await Promise.allSettled([...inFlight]);
+        // What was claimed but not started goes back at once rather than when its claim lapses.
+        const unstarted = [...waiting.values()].flat().map((row) => row.id);
+        waiting.clear();
+        await Promise.allSettled([...attempts]);
+        await recordSuccesses();
+        if (unstarted.length > 0) await webhooksStore(deps.pool).releaseClaims(unstarted, deps.clock.now());
       };
     },
 
-    /** Sends every due delivery and waits for their attempts (tests, the admin CLI). */
+    /** Sends every due delivery and waits until their attempts are recorded (tests, the admin CLI). */
     deliverDue: async (): Promise<void> => {
       for (;;) {
-        const started = await pump();
-        if (inFlight.size === 0 && started === 0) return;
-        await Promise.allSettled([...inFlight]);
+        const claimed = await pump();
+        if (attempts.size === 0 && held === 0 && claimed === 0) break;
+        while (attempts.size > 0) await Promise.allSettled([...attempts]);
       }
+      await recordSuccesses();
     },
   };
 }

@@ -35,6 +35,16 @@ export const ClaimedRow = z.object({
 });
 export type ClaimedRow = z.infer<typeof ClaimedRow>;
 
+/** A successful attempt, waiting to be recorded with others. */
+export interface SuccessRecord {
+  deliveryId: string;
+  endpointId: string;
+  at: Date;
+  statusCode: number;
+  latencyMs: number;
+  excerpt: string;
+}
+
 export interface EndpointFields {
   url: string;
   description: string;
@@ -151,43 +161,51 @@ export function webhooksStore(db: Db) {
     /**
      * Takes up to `limit` due deliveries for this worker until `claimUntil` (another worker takes
      * one again only if this one stopped before recording its attempt), no more of each endpoint
-     * than `perEndpoint` less what the worker already runs for it (`inFlight`): a slow endpoint
-     * cannot fill the worker.
+     * than `perEndpoint` less what the worker already holds of it (`held`), none of the endpoints in
+     * `skip`: a slow endpoint cannot fill the worker. Only the first due rows are looked at (twice
+     * `limit`, skipped endpoints left out), so a claim costs the same whatever the backlog.
      * A disabled endpoint's deliveries wait (its test pings still go).
-     * Rows other workers are claiming are skipped, so no attempt is sent twice.
      */
     claimDue: (claim: {
       now: Date;
       claimUntil: Date;
       limit: number;
       perEndpoint: number;
-      inFlight: ReadonlyMap<string, number>;
-    }) =>
-      db.any(sql.type(ClaimedRow)`
-        with due as (
-          -- Said again outside the ranking: rows another worker claimed since this statement's snapshot
-          -- are checked again in their new version when locked, and skipped.
-          select id from webhook_deliveries
-          where status = 'pending' and next_attempt_at <= ${sql.timestamp(claim.now)}
-            and id in (
-            select id from (
-              select d.id, d.endpoint_id,
-                     row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
-              from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
-              where d.status = 'pending' and d.next_attempt_at <= ${sql.timestamp(claim.now)}
+      held: ReadonlyMap<string, number>;
+      skip: readonly string[];
+    }) => {
+      const now = sql.timestamp(claim.now);
+      return db.any(sql.type(ClaimedRow)`
+        with candidates as materialized (
+          select ranked.id from (
+            select d.id, d.endpoint_id,
+                   row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
+            from (
+              select id, endpoint_id, event_id, next_attempt_at from webhook_deliveries
+              where status = 'pending' and next_attempt_at <= ${now}
                 -- Past the events' retention a delivery is about to go with its event: never sent.
-                and d.created_at > ${sql.timestamp(claim.now)} - make_interval(days => ${EVENT_RETENTION_DAYS})
-                -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
-                and (e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping'))
-            ) ranked
-            left join unnest(${sql.array([...claim.inFlight.keys()], 'text')},
-                             ${sql.array([...claim.inFlight.values()], 'int4')}) as running (endpoint_id, attempts)
-              using (endpoint_id)
-            where rank <= ${claim.perEndpoint} - coalesce(running.attempts, 0)
-          )
-          order by next_attempt_at
+                and created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})
+                and endpoint_id <> all(${sql.array(claim.skip, 'text')})
+              order by next_attempt_at
+              limit ${claim.limit * 2}
+            ) d
+            join webhook_endpoints e on e.id = d.endpoint_id
+            -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
+            where e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping')
+          ) ranked
+          left join unnest(${sql.array([...claim.held.keys()], 'text')},
+                           ${sql.array([...claim.held.values()], 'int4')}) as holding (endpoint_id, count)
+            using (endpoint_id)
+          where ranked.rank <= ${claim.perEndpoint} - coalesce(holding.count, 0)
+        ),
+        due as (
+          -- Said again on the locked row: a row another worker claimed since this statement's
+          -- snapshot is checked again in its new version, and skipped.
+          select d.id from webhook_deliveries d join candidates using (id)
+          where d.status = 'pending' and d.next_attempt_at <= ${now}
+          order by d.next_attempt_at
           limit ${claim.limit}
-          for update skip locked
+          for update of d skip locked
         ),
         claimed as (
           update webhook_deliveries d set next_attempt_at = ${sql.timestamp(claim.claimUntil)}
@@ -197,15 +215,55 @@ export function webhooksStore(db: Db) {
         select claimed.*, ev.body, e.url, e.secret_sealed, e.app_id, e.mode
         from claimed
         join webhook_events ev on ev.id = claimed.event_id
-        join webhook_endpoints e on e.id = claimed.endpoint_id`),
+        join webhook_endpoints e on e.id = claimed.endpoint_id`);
+    },
+
+    /** Gives claimed deliveries back, due now (a worker that stops before sending them). */
+    releaseClaims: (ids: readonly string[], now: Date) =>
+      db.query(sql.unsafe`
+        update webhook_deliveries set next_attempt_at = ${sql.timestamp(now)}
+        where id = any(${sql.array(ids, 'text')}) and status = 'pending'`),
 
     /**
-     * Records an attempt and what follows from it, in one statement: the delivery succeeded, failed
-     * for good, or waits for `nextAttemptAt`; the endpoint's failing streak ends or goes on. Returns
-     * since when the endpoint has been failing (null after a success), or nothing when the endpoint
-     * or its delivery was deleted meanwhile.
+     * Records successful attempts together, in one statement: each attempt, its delivery done, and
+     * the failing streak of their endpoints ended (written only where there was one, so that
+     * successes to a healthy endpoint never queue on its row). Deliveries deleted meanwhile are
+     * skipped.
      */
-    recordAttempt: (attempt: {
+    recordSuccesses: (records: readonly SuccessRecord[]) =>
+      db.query(sql.unsafe`
+        with done as (
+          select * from ${sql.unnest(
+            records.map((r) => [
+              r.deliveryId,
+              r.endpointId,
+              r.at.toISOString(),
+              r.statusCode,
+              r.latencyMs,
+              r.excerpt,
+            ]),
+            ['text', 'text', 'timestamptz', 'int4', 'int4', 'text'],
+          )} as done (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, response_excerpt)
+        ),
+        attempts as (
+          insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, response_excerpt)
+          select done.delivery_id, done.attempted_at, done.status_code, done.latency_ms, done.response_excerpt
+          from done join webhook_deliveries d on d.id = done.delivery_id
+        ),
+        deliveries as (
+          update webhook_deliveries d set status = 'succeeded', next_attempt_at = null
+          from done where d.id = done.delivery_id
+        )
+        update webhook_endpoints set failing_since = null
+        where id in (select endpoint_id from done) and failing_since is not null`),
+
+    /**
+     * Records a failed attempt and what follows from it, in one statement: the delivery failed for
+     * good (no `nextAttemptAt`) or waits for its retry; the endpoint's failing streak goes on.
+     * Returns since when the endpoint has been failing, or nothing when the endpoint or its
+     * delivery was deleted meanwhile.
+     */
+    recordFailure: (attempt: {
       deliveryId: string;
       endpointId: string;
       at: Date;
@@ -213,11 +271,10 @@ export function webhooksStore(db: Db) {
       failure: string | null;
       latencyMs: number;
       excerpt: string;
-      outcome: 'succeeded' | 'failed' | 'retry';
       nextAttemptAt: Date | null;
     }) =>
       db.maybeOneFirst(
-        sql.type(z.object({ failing_since: z.date().nullable() }))`
+        sql.type(z.object({ failing_since: z.date() }))`
           with attempt as (
             insert into webhook_attempts (delivery_id, attempted_at, status_code, failure, latency_ms, response_excerpt)
             select id, ${sql.timestamp(attempt.at)}, ${attempt.statusCode}, ${attempt.failure},
@@ -226,17 +283,11 @@ export function webhooksStore(db: Db) {
           ),
           delivery as (
             update webhook_deliveries
-            set status = ${attempt.outcome === 'retry' ? 'pending' : attempt.outcome},
-                failures = failures + ${attempt.outcome === 'succeeded' ? 0 : 1},
+            set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = failures + 1,
                 next_attempt_at = ${attempt.nextAttemptAt ? sql.timestamp(attempt.nextAttemptAt) : null}
             where id = ${attempt.deliveryId}
           )
-          update webhook_endpoints
-          set failing_since = ${
-            attempt.outcome === 'succeeded'
-              ? null
-              : sql.fragment`coalesce(failing_since, ${sql.timestamp(attempt.at)})`
-          }
+          update webhook_endpoints set failing_since = coalesce(failing_since, ${sql.timestamp(attempt.at)})
           where id = ${attempt.endpointId}
           returning failing_since`,
       ),
