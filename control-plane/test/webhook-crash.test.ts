@@ -14,7 +14,8 @@ import { createCustomer, freePort, startTestApp, type TestContext } from './supp
 import { type Receiver, startReceiver } from './webhook-receiver.js';
 
 const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
-const EVENTS = 40;
+/** More than one worker claims of an endpoint at once, so that both workers hold some. */
+const EVENTS = 2 * DEFAULT_DELIVERY_OPTIONS.heldPerEndpoint + 44;
 
 let ctx: TestContext;
 let hook: Receiver;

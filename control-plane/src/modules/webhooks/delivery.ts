@@ -43,11 +43,11 @@ export interface DeliveryOptions {
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   maxInFlight: 64,
   perEndpoint: 8,
-  heldPerEndpoint: 64,
+  heldPerEndpoint: 128,
   maxHeld: 512,
   claimMs: 30_000,
   pollMs: 500,
-  recordEveryMs: 10,
+  recordEveryMs: 25,
 };
 
 /** A claimed delivery and when its claim lapses (ms). */
@@ -131,7 +131,7 @@ export function createWebhookDelivery(deps: {
 
   function keepSuccess(record: SuccessRecord) {
     successes.push(record);
-    if (successes.length >= 64) void recordSuccesses();
+    if (successes.length >= 256) void recordSuccesses();
     else recordTimer ??= setTimeout(() => void recordSuccesses(), options.recordEveryMs);
   }
 

@@ -201,11 +201,13 @@ export function webhooksStore(db: Db) {
         due as (
           -- Said again on the locked row: a row another worker claimed since this statement's
           -- snapshot is checked again in its new version, and skipped.
-          select d.id from webhook_deliveries d join candidates using (id)
-          where d.status = 'pending' and d.next_attempt_at <= ${now}
-          order by d.next_attempt_at
+          -- Looked up by id (an array, so that the plan never scans the due rows per candidate).
+          select id from webhook_deliveries
+          where id = any(array(select id from candidates))
+            and status = 'pending' and next_attempt_at <= ${now}
+          order by next_attempt_at
           limit ${claim.limit}
-          for update of d skip locked
+          for update skip locked
         ),
         claimed as (
           update webhook_deliveries d set next_attempt_at = ${sql.timestamp(claim.claimUntil)}
