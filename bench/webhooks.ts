@@ -76,7 +76,7 @@ type Interceptor = NonNullable<ContainerOptions['interceptors']>[number];
 const watcher: Interceptor = {
   name: 'bench-webhook-watch',
   transformRow: (_context, _query, row) => {
-    if ('secret_sealed' in row && 'endpoint_id' in row) {
+    if ('body' in row && 'failures' in row) {
       if (row.endpoint_id === watch.endpointId) watch.own += 1;
       else watch.foreign += 1;
     }

@@ -12,7 +12,7 @@
 
 -export([start/2, stop/1, depends/2, mod_options/1, mod_doc/0]).
 -export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
-         c2s_session_opened/1]).
+         c2s_session_opened/1, c2s_session_resumed/1]).
 -export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1]).
 
 -include("logger.hrl").
@@ -54,6 +54,7 @@ start(Host, _Opts) ->
             ejabberd_hooks:add(store_mam_message, Host, ?MODULE, store_mam_message, 50),
             ejabberd_hooks:add(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
             ejabberd_hooks:add(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
+            ejabberd_hooks:add(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
             %% Node-wide (one router for every host); adding it again for a second host is a no-op.
             ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
             ejabberd_commands:register_commands(?MODULE, commands()),
@@ -67,6 +68,7 @@ stop(Host) ->
     ejabberd_hooks:delete(store_mam_message, Host, ?MODULE, store_mam_message, 50),
     ejabberd_hooks:delete(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
     ejabberd_hooks:delete(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
+    ejabberd_hooks:delete(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
         false ->
@@ -118,6 +120,10 @@ c2s_session_opened(#{user := User, lserver := LServer, lang := Lang} = State) ->
             Text = <<"The credential was revoked while signing in">>,
             {stop, ejabberd_c2s:send(State, xmpp:serr_not_authorized(Text, Lang))}
     end.
+
+%% A resumed stream (XEP-0198) authenticated with a password of its own first: judged alike.
+c2s_session_resumed(State) ->
+    c2s_session_opened(State).
 
 raced_revocation(LUser, LServer) ->
     case erase(?PASSWORD_CHECKED) of

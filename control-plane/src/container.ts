@@ -111,6 +111,8 @@ export async function createContainer(
       sealer,
       sender,
       outbox,
+      endpointChanges: core.webhooks,
+      bus,
       allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,
       log: options.log ?? silent,
       ...(options.delivery ? { options: options.delivery } : {}),

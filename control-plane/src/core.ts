@@ -86,6 +86,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
       clock,
       sealer,
       outbox,
+      bus,
       settings: {
         allowedNetworks: listOf(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
         allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,

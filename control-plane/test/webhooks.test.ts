@@ -8,6 +8,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
+import { webhooksStore } from '../src/modules/webhooks/store.js';
 import { parseUsd } from '../src/platform/money.js';
 import type { EventInput } from '../src/platform/outbox.js';
 import { inTransaction } from '../src/platform/transaction.js';
@@ -332,6 +333,8 @@ describe('webhook deliveries', () => {
       await callWithKey(strict.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
     ).json().items;
     expect(delivery.last_attempt).toMatchObject({ failure: 'forbidden-address', status_code: null });
+    // The app is not told where the operator's DNS points.
+    expect(delivery.last_attempt.response_excerpt).not.toMatch(/127\.0\.0\.1|::1/);
     // Its retry is not for the allow-listed app's worker to send.
     await callWithKey(strict.app, customer.token, 'DELETE', `/v1/webhooks/${endpoint.id}`);
     // The allow-listed app (loopback, as the test stack's) delivers to the same URL.
@@ -512,6 +515,82 @@ describe('webhook deliveries', () => {
     await all;
     expect(slow.received).toHaveLength(8);
     expect(slow.maxInFlight).toBe(2);
+  });
+
+  it("are not blocked by a disabled endpoint's backlog, however long", async () => {
+    const waiting = await receiver();
+    const live = await receiver();
+    const stopped = await customerWithEndpoint(waiting.url, { enabled: false });
+    const other = await customerWithEndpoint(live.url);
+    await inTransaction(ctx.container.pool, async (tx) => {
+      for (let i = 0; i < 1_100; i += 1) {
+        await ctx.container.outbox.emit(tx, {
+          appId: stopped.customer.app.id,
+          mode: 'test',
+          type: 'buzz.created',
+          data: { i },
+        });
+      }
+    });
+    await callWithKey(ctx.app, stopped.customer.token, 'PATCH', `/v1/webhooks/${stopped.endpoint.id}`, {
+      event_types: ['buzz.created'],
+    });
+    await emit(ctx, { appId: other.customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(live.received).toHaveLength(1);
+    expect(waiting.received).toHaveLength(0);
+    await callWithKey(ctx.app, stopped.customer.token, 'DELETE', `/v1/webhooks/${stopped.endpoint.id}`);
+  }, 60_000);
+
+  it('write nothing for a claim that lapsed and was taken again, and redeliver once however often asked', async () => {
+    // A clock of its own distance: only this test's delivery is due for the claims below.
+    const own = await startTestApp({ clock: clockYearsAhead(11) });
+    contexts.push(own);
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url, {}, { on: own });
+    await emit(own, { appId: customer.app.id });
+    const store = webhooksStore(own.container.pool);
+    const now = own.clock.now();
+    const claim = (until: Date) =>
+      store.claimDue({
+        now: until,
+        claimUntil: new Date(until.getTime() + 30_000),
+        limit: 10,
+        perEndpoint: 10,
+        held: new Map(),
+        skip: [],
+      });
+    const [first] = await claim(now);
+    const lapsed = new Date(now.getTime() + 31_000);
+    const [second] = await claim(lapsed);
+    expect(second?.id).toBe(first?.id);
+    const success = (claimedUntil: Date) => ({
+      deliveryId: first!.id,
+      claimedUntil,
+      endpointId: endpoint.id,
+      at: now,
+      statusCode: 200,
+      latencyMs: 1,
+      excerpt: '',
+    });
+    await store.recordSuccesses([success(new Date(now.getTime() + 30_000))]);
+    const read = () =>
+      callWithKey(own.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries/${first!.id}`);
+    expect((await read()).json()).toMatchObject({ status: 'pending', attempts: 0 });
+    await store.recordSuccesses([success(new Date(lapsed.getTime() + 30_000))]);
+    expect((await read()).json()).toMatchObject({ status: 'succeeded', attempts: 1 });
+
+    const redeliver = () =>
+      callWithKey(
+        ctx.app,
+        customer.token,
+        'POST',
+        `/v1/webhooks/${endpoint.id}/deliveries/${first!.id}/redeliver`,
+      );
+    await Promise.all([redeliver(), redeliver()]);
+    own.clock.set(new Date(lapsed.getTime() + 31_000));
+    await own.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(1);
   });
 
   it('from two control planes send each of 1,000 events exactly once', async () => {

@@ -141,7 +141,8 @@ function checkedLookup(allowed: BlockList): LookupFunction {
       if (error) return callback(error, '');
       const refused = addresses.find((entry) => !isAllowedAddress(entry.address, allowed));
       if (refused) {
-        return callback(new ForbiddenAddressError(`${hostname} resolves to ${refused.address}`), '');
+        // Not which address: the app reads this message, and must not learn the operator's DNS.
+        return callback(new ForbiddenAddressError(`${hostname} resolves to a forbidden address`), '');
       }
       const [first] = addresses;
       // Node would throw outside any handler on an empty list; getaddrinfo reports no address as an error.

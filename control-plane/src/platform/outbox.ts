@@ -71,8 +71,12 @@ export function createOutbox(deps: { clock: Clock }) {
       )
       insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
       select 'whd_' || replace(gen_random_uuid()::text, '-', ''), event.id, e.id, 'pending', ${at}, ${at}
-      from event, webhook_endpoints e
-      where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
+      from event, (
+        -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
+        select e.id from webhook_endpoints e
+        where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
+        for key share
+      ) e
       returning id`);
     if (deliveries.length > 0) tx.afterCommit(async () => announceDue());
     return { id, deliveryIds: deliveries.map((row) => row.id as string) };

@@ -1,5 +1,6 @@
 import type { DatabasePool } from 'slonik';
 import type { WebhookOutcome, WebhookSender } from '../../adapters/webhook-sender.js';
+import type { InvalidationBus } from '../../platform/cache.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Logger } from '../../platform/route.js';
@@ -11,9 +12,9 @@ import {
   RETRY_DELAYS_SECONDS,
   RETRY_JITTER,
 } from './schema.js';
-import { presentEndpoint } from './service.js';
+import { ENDPOINT_CHANGES, presentEndpoint } from './service.js';
 import { signatureHeaders } from './signatures.js';
-import { type ClaimedRow, type SuccessRecord, webhooksStore } from './store.js';
+import { type ClaimedRow, type EndpointState, type SuccessRecord, webhooksStore } from './store.js';
 
 export interface DeliveryOptions {
   /** Attempts one worker runs at once. */
@@ -51,7 +52,10 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
 };
 
 /** A claimed delivery and when its claim lapses (ms). */
-type HeldRow = ClaimedRow & { claimedUntil: number };
+type HeldRow = ClaimedRow & { claimedUntil: Date };
+
+/** How long a worker uses what it read of an endpoint (URL, secret, enabled) before reading it again. */
+const ENDPOINT_FRESH_MS = 1_000;
 
 /** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
 const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
@@ -85,6 +89,9 @@ export function createWebhookDelivery(deps: {
   sealer: Sealer;
   sender: WebhookSender;
   outbox: Outbox;
+  /** Where changes of endpoints are told: this replica's service, and the others' through the bus. */
+  endpointChanges: { onEndpointChanged(listener: (endpointId: string) => void): void };
+  bus: InvalidationBus;
   log: Logger;
   /** Test-mode endpoints may use http:// (SVC_WEBHOOK_ALLOW_HTTP). */
   allowHttp: boolean;
@@ -169,14 +176,34 @@ export function createWebhookDelivery(deps: {
     latencyMs: 0,
   });
 
+  /**
+   * The endpoint as it is now: an attempt uses the current URL and secret. Read again after every
+   * change the service announces (here, or on another replica through the bus), and at least once a
+   * second should an announcement be lost.
+   */
+  const endpoints = new Map<string, { readAt: number; state: Promise<EndpointState | null> }>();
+  deps.endpointChanges.onEndpointChanged((endpointId) => endpoints.delete(endpointId));
+  deps.bus.subscribe(ENDPOINT_CHANGES, (endpointId) =>
+    endpointId === null ? endpoints.clear() : endpoints.delete(endpointId),
+  );
+  function currentEndpoint(endpointId: string): Promise<EndpointState | null> {
+    const now = deps.clock.now().getTime();
+    const known = endpoints.get(endpointId);
+    if (known && now - known.readAt < ENDPOINT_FRESH_MS) return known.state;
+    const state = webhooksStore(deps.pool).endpointState(endpointId);
+    endpoints.set(endpointId, { readAt: now, state });
+    state.catch(() => endpoints.delete(endpointId));
+    return state;
+  }
+
   /** Signs and sends one attempt; what cannot be sent is a failed attempt like any other. */
-  async function send(row: ClaimedRow, at: Date): Promise<AttemptOutcome> {
+  async function send(row: HeldRow, endpoint: EndpointState, at: Date): Promise<AttemptOutcome> {
     // An operator may have turned plain http off since the endpoint was registered.
-    if (row.url.startsWith('http:') && !(row.mode === 'test' && deps.allowHttp))
+    if (endpoint.url.startsWith('http:') && !(row.mode === 'test' && deps.allowHttp))
       return refused('invalid-url', 'plain http:// is not allowed for this endpoint any more');
     let secret: string;
     try {
-      secret = deps.sealer.open(row.secret_sealed, row.endpoint_id);
+      secret = deps.sealer.open(endpoint.secret_sealed, row.endpoint_id);
     } catch {
       deps.log.error(
         { endpointId: row.endpoint_id },
@@ -188,12 +215,22 @@ export function createWebhookDelivery(deps: {
       'content-type': 'application/json',
       ...signatureHeaders(secret, row.event_id, row.body, at),
     };
-    return deps.sender.send({ url: row.url, headers, body: row.body });
+    return deps.sender.send({ url: endpoint.url, headers, body: row.body });
   }
 
-  async function attempt(row: ClaimedRow) {
+  async function attempt(row: HeldRow) {
+    const endpoint = await currentEndpoint(row.endpoint_id);
+    // Deleted since the claim (its deliveries went with it), or disabled: its deliveries wait.
+    if (!endpoint) return;
+    if (!endpoint.enabled && row.event_type !== 'ping') {
+      await webhooksStore(deps.pool).releaseClaims(
+        [{ id: row.id, claimedUntil: row.claimedUntil }],
+        deps.clock.now(),
+      );
+      return;
+    }
     const at = deps.clock.now();
-    const outcome = await send(row, at);
+    const outcome = await send(row, endpoint, at);
     // PostgreSQL text holds no NUL character; a receiver's answer may.
     const excerpt = (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
       '\u0000',
@@ -202,6 +239,7 @@ export function createWebhookDelivery(deps: {
     if (succeeded(outcome) && outcome.kind === 'response') {
       keepSuccess({
         deliveryId: row.id,
+        claimedUntil: row.claimedUntil,
         endpointId: row.endpoint_id,
         at,
         statusCode: outcome.status,
@@ -214,6 +252,7 @@ export function createWebhookDelivery(deps: {
     const delay = retryDelayMs(failures);
     const failingSince = await webhooksStore(deps.pool).recordFailure({
       deliveryId: row.id,
+      claimedUntil: row.claimedUntil,
       endpointId: row.endpoint_id,
       at,
       statusCode: outcome.kind === 'response' ? outcome.status : null,
@@ -234,23 +273,28 @@ export function createWebhookDelivery(deps: {
     if (failingSince) await disableIfFailing(row, failingSince);
   }
 
-  /** Starts the waiting deliveries that have a slot: per endpoint, and in all. */
+  /**
+   * Starts the waiting deliveries that have a slot: per endpoint, and in all. Endpoints take turns:
+   * one served goes to the back, so that busy endpoints cannot keep the slots from the others.
+   */
   function dispatch() {
-    for (const [endpointId, queue] of waiting) {
+    const served: string[] = [];
+    for (const [endpointId, queue] of [...waiting]) {
       while (queue.length > 0 && attempts.size < options.maxInFlight) {
         const busy = running.get(endpointId) ?? 0;
         if (busy >= options.perEndpoint) break;
         const row = queue.shift()!;
-        if (row.claimedUntil - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) {
+        if (row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) {
           held -= 1;
           continue;
         }
         running.set(endpointId, busy + 1);
+        served.push(endpointId);
         const done = attempt(row)
           .catch((error: unknown) =>
             deps.log.error(
               { err: error, deliveryId: row.id },
-              'webhook attempt not recorded; its claim will lapse',
+              'a webhook attempt went wrong; its claim will lapse',
             ),
           )
           .finally(() => {
@@ -261,11 +305,17 @@ export function createWebhookDelivery(deps: {
             else running.set(endpointId, left);
             dispatch();
             // Claim more of this endpoint before its held deliveries run out.
-            if (left + (waiting.get(endpointId)?.length ?? 0) === options.heldPerEndpoint / 2) void pump();
+            if (left + (waiting.get(endpointId)?.length ?? 0) === options.heldPerEndpoint / 2) pumpQuietly();
           });
         attempts.add(done);
       }
       if (queue.length === 0) waiting.delete(endpointId);
+    }
+    for (const endpointId of new Set(served)) {
+      const queue = waiting.get(endpointId);
+      if (!queue) continue;
+      waiting.delete(endpointId);
+      waiting.set(endpointId, queue);
     }
   }
 
@@ -275,6 +325,13 @@ export function createWebhookDelivery(deps: {
     for (const [endpointId, queue] of waiting)
       counts.set(endpointId, (counts.get(endpointId) ?? 0) + queue.length);
     return counts;
+  }
+
+  /** A claim that fails (the database away) is logged and tried again at the next poll. */
+  function pumpQuietly() {
+    void pump().catch((error: unknown) =>
+      deps.log.warn({ err: error }, 'could not claim webhook deliveries; trying again'),
+    );
   }
 
   /** Claims due deliveries while there is room, and starts what it can; answers how many it claimed. */
@@ -294,15 +351,15 @@ export function createWebhookDelivery(deps: {
           if (room <= 0) break;
           const now = deps.clock.now();
           const holding = heldByEndpoint();
+          const claimedUntil = new Date(now.getTime() + options.claimMs);
           const claimed = await webhooksStore(deps.pool).claimDue({
             now,
-            claimUntil: new Date(now.getTime() + options.claimMs),
+            claimUntil: claimedUntil,
             limit: room,
             perEndpoint: options.heldPerEndpoint,
             held: holding,
             skip: [...holding].filter(([, count]) => count > options.heldPerEndpoint / 2).map(([id]) => id),
           });
-          const claimedUntil = now.getTime() + options.claimMs;
           for (const row of claimed) {
             const queue = waiting.get(row.endpoint_id) ?? [];
             queue.push({ ...row, claimedUntil });
@@ -324,22 +381,17 @@ export function createWebhookDelivery(deps: {
   return {
     /** Runs the worker: on every announcement of due deliveries, and every `pollMs`. */
     start: () => {
-      deps.outbox.onDue(() => void pump().catch(() => {}));
-      const timer = setInterval(
-        () =>
-          void pump().catch((error: unknown) =>
-            deps.log.warn({ err: error }, 'could not claim webhook deliveries; trying again'),
-          ),
-        options.pollMs,
-      );
+      deps.outbox.onDue(pumpQuietly);
+      const timer = setInterval(pumpQuietly, options.pollMs);
       timer.unref();
       return async () => {
         stopped = true;
         clearInterval(timer);
         await pumping?.catch(() => {});
         // What was claimed but not started goes back at once rather than when its claim lapses.
-        const unstarted = [...waiting.values()].flat().map((row) => row.id);
+        const unstarted = [...waiting.values()].flat();
         waiting.clear();
+        held -= unstarted.length;
         await Promise.allSettled([...attempts]);
         await recordSuccesses();
         if (unstarted.length > 0) await webhooksStore(deps.pool).releaseClaims(unstarted, deps.clock.now());

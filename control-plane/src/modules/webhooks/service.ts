@@ -1,12 +1,14 @@
 import { isIP } from 'node:net';
 import type { DatabasePool } from 'slonik';
 import { allowList, isAllowedAddress } from '../../adapters/webhook-sender.js';
+import type { InvalidationBus } from '../../platform/cache.js';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { decodeCursor, pageOf } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
+import { pruneInBatches } from '../../platform/pruning.js';
 import type { Sealer } from '../../platform/sealing.js';
 import { secretHint } from '../../platform/secrets.js';
 import { inTransaction } from '../../platform/transaction.js';
@@ -15,6 +17,7 @@ import {
   type AttemptRow,
   type DeliveryRow,
   type EndpointRow,
+  EVENT_RETENTION_DAYS,
   MAX_ENDPOINTS,
 } from './schema.js';
 import { newSigningSecret } from './signatures.js';
@@ -32,6 +35,9 @@ export interface WebhookSettings {
   /** Test-mode endpoints may use http:// (SVC_WEBHOOK_ALLOW_HTTP). */
   allowHttp: boolean;
 }
+
+/** The invalidation bus's name for changed endpoints (key: the endpoint id). */
+export const ENDPOINT_CHANGES = 'webhook-endpoints';
 
 /** How many attempts a delivery read shows. */
 const ATTEMPT_LOG_LENGTH = 100;
@@ -80,9 +86,16 @@ export function createWebhooksService(deps: {
   clock: Clock;
   sealer: Sealer;
   outbox: Outbox;
+  bus: InvalidationBus;
   settings: WebhookSettings;
 }) {
   const allowed = allowList(deps.settings.allowedNetworks);
+  const changeListeners: ((endpointId: string) => void)[] = [];
+  /** Workers here and on other replicas read the endpoint again before their next attempt to it. */
+  const changed = async (endpointId: string) => {
+    for (const listener of changeListeners) listener(endpointId);
+    await deps.bus.publish(ENDPOINT_CHANGES, endpointId);
+  };
 
   /** A URL deliveries may go to (the address a name resolves to is checked at each delivery). */
   function checkUrl(text: string, mode: KeyMode): string {
@@ -209,13 +222,16 @@ export function createWebhooksService(deps: {
         profileIds: input.profile_ids === undefined ? row.profile_ids : input.profile_ids,
         enabled: input.enabled ?? row.enabled,
       };
-      return presentEndpoint(await webhooksStore(deps.pool).updateEndpoint(id, fields, deps.clock.now()));
+      const updated = await webhooksStore(deps.pool).updateEndpoint(id, fields, deps.clock.now());
+      await changed(id);
+      return presentEndpoint(updated);
     },
 
     /** Removes the endpoint with its deliveries: nothing more is sent to it. */
     remove: async (scope: WebhookScope, id: string) => {
       await endpointOf(scope, id);
       await webhooksStore(deps.pool).deleteEndpoint(id);
+      await changed(id);
       return { ok: true as const, id };
     },
 
@@ -224,6 +240,7 @@ export function createWebhooksService(deps: {
       await endpointOf(scope, id);
       const { secret, sealed, hint } = sealedSecret(id);
       const row = await webhooksStore(deps.pool).replaceSecret(id, sealed, hint, deps.clock.now());
+      await changed(id);
       return { ...presentEndpoint(row), secret };
     },
 
@@ -253,8 +270,14 @@ export function createWebhooksService(deps: {
 
     delivery: deliveryOf,
 
+    /** Tells a local worker that an endpoint changed (its URL, secret, enabled), or went. */
+    onEndpointChanged: (listener: (endpointId: string) => void) => void changeListeners.push(listener),
+
     /** Events past their retention go, with their deliveries and attempts. */
-    pruneEvents: async () => ({ pruned: await webhooksStore(deps.pool).pruneEvents(deps.clock.now()) }),
+    pruneEvents: () => {
+      const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_DAYS * 86_400_000);
+      return pruneInBatches((limit) => webhooksStore(deps.pool).pruneEvents(before, limit));
+    },
 
     /** Sends the same event again (same id and body), with a fresh retry schedule. */
     redeliver: async (scope: WebhookScope, endpointId: string, deliveryId: string) => {

@@ -25,19 +25,33 @@ const after = (position: Position | undefined, alias = sql.fragment``) =>
 export const ClaimedRow = z.object({
   id: z.string(),
   event_id: z.string(),
+  event_type: z.string(),
   endpoint_id: z.string(),
   failures: z.number().int(),
   body: z.string(),
-  url: z.string(),
-  secret_sealed: z.instanceof(Buffer),
   app_id: z.string(),
   mode: z.enum(['live', 'test']),
 });
 export type ClaimedRow = z.infer<typeof ClaimedRow>;
 
+/** What an attempt reads of its endpoint when it starts. */
+export const EndpointState = z.object({
+  url: z.string(),
+  secret_sealed: z.instanceof(Buffer),
+  enabled: z.boolean(),
+});
+export type EndpointState = z.infer<typeof EndpointState>;
+
+/** A claimed delivery, known by its claim: writes about it apply only while the claim is its. */
+export interface Claim {
+  id: string;
+  claimedUntil: Date;
+}
+
 /** A successful attempt, waiting to be recorded with others. */
 export interface SuccessRecord {
   deliveryId: string;
+  claimedUntil: Date;
   endpointId: string;
   at: Date;
   statusCode: number;
@@ -152,11 +166,14 @@ export function webhooksStore(db: Db) {
         where rank <= ${perDelivery}
         order by id desc`),
 
-    /** Makes a delivery due again now, with a fresh retry schedule. */
+    /**
+     * Makes a finished delivery due again now, with a fresh retry schedule; a pending one (perhaps
+     * claimed right now) is left alone, so that two redeliveries never send one attempt twice.
+     */
     redeliver: (id: string, at: Date) =>
       db.query(sql.unsafe`
         update webhook_deliveries set status = 'pending', failures = 0, next_attempt_at = ${sql.timestamp(at)}
-        where id = ${id}`),
+        where id = ${id} and status <> 'pending'`),
 
     /**
      * Takes up to `limit` due deliveries for this worker until `claimUntil` (another worker takes
@@ -181,17 +198,18 @@ export function webhooksStore(db: Db) {
             select d.id, d.endpoint_id,
                    row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
             from (
-              select id, endpoint_id, event_id, next_attempt_at from webhook_deliveries
-              where status = 'pending' and next_attempt_at <= ${now}
+              select d.id, d.endpoint_id, d.next_attempt_at
+              from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+              where d.status = 'pending' and d.next_attempt_at <= ${now}
                 -- Past the events' retention a delivery is about to go with its event: never sent.
-                and created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})
-                and endpoint_id <> all(${sql.array(claim.skip, 'text')})
-              order by next_attempt_at
+                and d.created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})
+                and d.endpoint_id <> all(${sql.array(claim.skip, 'text')})
+                -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
+                -- (Before the limit: waiting deliveries must never fill the rows looked at.)
+                and (e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping'))
+              order by d.next_attempt_at
               limit ${claim.limit * 2}
             ) d
-            join webhook_endpoints e on e.id = d.endpoint_id
-            -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
-            where e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping')
           ) ranked
           left join unnest(${sql.array([...claim.held.keys()], 'text')},
                            ${sql.array([...claim.held.values()], 'int4')}) as holding (endpoint_id, count)
@@ -214,23 +232,35 @@ export function webhooksStore(db: Db) {
           from due where d.id = due.id
           returning d.id, d.event_id, d.endpoint_id, d.failures
         )
-        select claimed.*, ev.body, e.url, e.secret_sealed, e.app_id, e.mode
+        select claimed.*, ev.type as event_type, ev.body, e.app_id, e.mode
         from claimed
         join webhook_events ev on ev.id = claimed.event_id
         join webhook_endpoints e on e.id = claimed.endpoint_id`);
     },
 
-    /** Gives claimed deliveries back, due now (a worker that stops before sending them). */
-    releaseClaims: (ids: readonly string[], now: Date) =>
-      db.query(sql.unsafe`
-        update webhook_deliveries set next_attempt_at = ${sql.timestamp(now)}
-        where id = any(${sql.array(ids, 'text')}) and status = 'pending'`),
+    endpointState: (id: string) =>
+      db.maybeOne(
+        sql.type(EndpointState)`select url, secret_sealed, enabled from webhook_endpoints where id = ${id}`,
+      ),
 
     /**
-     * Records successful attempts together, in one statement: each attempt, its delivery done, and
+     * Gives claimed deliveries back, due now (a worker that stops before sending them, an endpoint
+     * disabled meanwhile); one another worker took since is left alone.
+     */
+    releaseClaims: (claims: readonly Claim[], now: Date) =>
+      db.query(sql.unsafe`
+        update webhook_deliveries d set next_attempt_at = ${sql.timestamp(now)}
+        from ${sql.unnest(
+          claims.map((claim) => [claim.id, claim.claimedUntil.toISOString()]),
+          ['text', 'timestamptz'],
+        )} as released (id, claimed_until)
+        where d.id = released.id and d.status = 'pending' and d.next_attempt_at = released.claimed_until`),
+
+    /**
+     * Records successful attempts together, in one statement: each delivery done, its attempt, and
      * the failing streak of their endpoints ended (written only where there was one, so that
-     * successes to a healthy endpoint never queue on its row). Deliveries deleted meanwhile are
-     * skipped.
+     * successes to a healthy endpoint never queue on its row). A delivery no longer held by its claim
+     * (deleted, or taken by another worker after the claim lapsed) is left as it is.
      */
     recordSuccesses: (records: readonly SuccessRecord[]) =>
       db.query(sql.unsafe`
@@ -238,35 +268,38 @@ export function webhooksStore(db: Db) {
           select * from ${sql.unnest(
             records.map((r) => [
               r.deliveryId,
-              r.endpointId,
+              r.claimedUntil.toISOString(),
               r.at.toISOString(),
               r.statusCode,
               r.latencyMs,
               r.excerpt,
             ]),
-            ['text', 'text', 'timestamptz', 'int4', 'int4', 'text'],
-          )} as done (delivery_id, endpoint_id, attempted_at, status_code, latency_ms, response_excerpt)
+            ['text', 'timestamptz', 'timestamptz', 'int4', 'int4', 'text'],
+          )} as done (delivery_id, claimed_until, attempted_at, status_code, latency_ms, response_excerpt)
+        ),
+        deliveries as (
+          update webhook_deliveries d set status = 'succeeded', next_attempt_at = null
+          from done
+          where d.id = done.delivery_id and d.status = 'pending' and d.next_attempt_at = done.claimed_until
+          returning d.id, d.endpoint_id
         ),
         attempts as (
           insert into webhook_attempts (delivery_id, attempted_at, status_code, latency_ms, response_excerpt)
           select done.delivery_id, done.attempted_at, done.status_code, done.latency_ms, done.response_excerpt
-          from done join webhook_deliveries d on d.id = done.delivery_id
-        ),
-        deliveries as (
-          update webhook_deliveries d set status = 'succeeded', next_attempt_at = null
-          from done where d.id = done.delivery_id
+          from done join deliveries on deliveries.id = done.delivery_id
         )
         update webhook_endpoints set failing_since = null
-        where id in (select endpoint_id from done) and failing_since is not null`),
+        where id in (select endpoint_id from deliveries) and failing_since is not null`),
 
     /**
      * Records a failed attempt and what follows from it, in one statement: the delivery failed for
      * good (no `nextAttemptAt`) or waits for its retry; the endpoint's failing streak goes on.
-     * Returns since when the endpoint has been failing, or nothing when the endpoint or its
-     * delivery was deleted meanwhile.
+     * Returns since when the endpoint has been failing, or nothing when the delivery is no longer
+     * held by its claim (deleted, or taken by another worker after the claim lapsed).
      */
     recordFailure: (attempt: {
       deliveryId: string;
+      claimedUntil: Date;
       endpointId: string;
       at: Date;
       statusCode: number | null;
@@ -277,20 +310,22 @@ export function webhooksStore(db: Db) {
     }) =>
       db.maybeOneFirst(
         sql.type(z.object({ failing_since: z.date() }))`
-          with attempt as (
-            insert into webhook_attempts (delivery_id, attempted_at, status_code, failure, latency_ms, response_excerpt)
-            select id, ${sql.timestamp(attempt.at)}, ${attempt.statusCode}, ${attempt.failure},
-                   ${attempt.latencyMs}, ${attempt.excerpt}
-            from webhook_deliveries where id = ${attempt.deliveryId}
-          ),
-          delivery as (
+          with delivery as (
             update webhook_deliveries
             set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = failures + 1,
                 next_attempt_at = ${attempt.nextAttemptAt ? sql.timestamp(attempt.nextAttemptAt) : null}
-            where id = ${attempt.deliveryId}
+            where id = ${attempt.deliveryId} and status = 'pending'
+              and next_attempt_at = ${sql.timestamp(attempt.claimedUntil)}
+            returning id
+          ),
+          attempt as (
+            insert into webhook_attempts (delivery_id, attempted_at, status_code, failure, latency_ms, response_excerpt)
+            select id, ${sql.timestamp(attempt.at)}, ${attempt.statusCode}, ${attempt.failure},
+                   ${attempt.latencyMs}, ${attempt.excerpt}
+            from delivery
           )
           update webhook_endpoints set failing_since = coalesce(failing_since, ${sql.timestamp(attempt.at)})
-          where id = ${attempt.endpointId}
+          where id = ${attempt.endpointId} and exists (select 1 from delivery)
           returning failing_since`,
       ),
 
@@ -301,12 +336,12 @@ export function webhooksStore(db: Db) {
         where id = ${id} and enabled and failing_since <= ${sql.timestamp(failingBefore)}
         returning ${endpointColumns}`),
 
-    /** Events past their retention, with their deliveries and attempts. */
-    pruneEvents: async (now: Date) =>
+    /** Up to `limit` events made before `before`, with their deliveries and attempts. */
+    pruneEvents: async (before: Date, limit: number) =>
       (
         await db.query(sql.unsafe`
           delete from webhook_events
-          where created_at < ${sql.timestamp(now)} - make_interval(days => ${EVENT_RETENTION_DAYS})`)
+          where id in (select id from webhook_events where created_at < ${sql.timestamp(before)} limit ${limit})`)
       ).rowCount,
   };
 }
