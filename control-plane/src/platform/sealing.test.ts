@@ -17,5 +17,8 @@ describe('sealing', () => {
     const altered = Buffer.from(sealed);
     altered[altered.length - 1]! ^= 1;
     expect(() => sealer.open(altered, 'whe_1')).toThrow();
+    // Cut short, so that a shorter tag would be read: refused.
+    expect(() => sealer.open(sealed.subarray(0, sealed.length - 4), 'whe_1')).toThrow();
+    expect(() => sealer.open(sealed.subarray(0, 20), 'whe_1')).toThrow();
   });
 });

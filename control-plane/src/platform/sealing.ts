@@ -21,7 +21,11 @@ export function createSealer(keySecret: string) {
     /** Throws when the value was sealed under another key or for another owner, or was altered. */
     open(sealed: Uint8Array, owner: string): string {
       const bytes = Buffer.from(sealed);
-      const decipher = createDecipheriv('aes-256-gcm', key, bytes.subarray(0, IV_BYTES));
+      if (bytes.length < IV_BYTES + TAG_BYTES) throw new Error('not a sealed value');
+      // The tag's full length, so that a value cut short never opens with a shorter tag.
+      const decipher = createDecipheriv('aes-256-gcm', key, bytes.subarray(0, IV_BYTES), {
+        authTagLength: TAG_BYTES,
+      });
       decipher.setAAD(Buffer.from(owner, 'utf8'));
       decipher.setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
       return Buffer.concat([
