@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify from 'fastify';
+import { commaSeparated } from './config/load.js';
 import type { Container } from './container.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
@@ -30,10 +31,7 @@ function requestId(header: string | string[] | undefined): string {
 }
 
 function trustProxy(setting: string): string[] | false {
-  const entries = setting
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
+  const entries = commaSeparated(setting);
   return entries.length > 0 ? entries : false;
 }
 

@@ -4,8 +4,9 @@ import { createLiveKitClient } from './adapters/livekit.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import { createWebhookSender } from './adapters/webhook-sender.js';
+import { commaSeparated } from './config/load.js';
 import type { Settings } from './config/schema.js';
-import { type Core, type CoreOptions, createCore, listOf } from './core.js';
+import { type Core, type CoreOptions, createCore } from './core.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
@@ -96,7 +97,7 @@ export async function createContainer(
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
-    allowedNetworks: listOf(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
+    allowedNetworks: commaSeparated(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
     userAgent: 'svc-webhooks/1',
   });
   return {
@@ -111,8 +112,7 @@ export async function createContainer(
       sealer,
       sender,
       outbox,
-      endpointChanges: core.webhooks,
-      bus,
+      endpoints: core.webhooks,
       allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,
       log: options.log ?? silent,
       ...(options.delivery ? { options: options.delivery } : {}),

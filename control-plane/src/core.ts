@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { DatabasePool, Interceptor } from 'slonik';
 import { createRedis } from './adapters/redis.js';
+import { commaSeparated } from './config/load.js';
 import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
@@ -47,13 +48,6 @@ export interface CoreOptions {
   onError?: (error: unknown) => void;
 }
 
-/** A comma-separated setting's entries. */
-export const listOf = (text: string) =>
-  text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
-
 export async function createCore(settings: Settings, options: CoreOptions = {}): Promise<Core> {
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => {});
@@ -88,7 +82,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
       outbox,
       bus,
       settings: {
-        allowedNetworks: listOf(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
+        allowedNetworks: commaSeparated(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
         allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,
       },
     }),

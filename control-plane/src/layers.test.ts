@@ -28,8 +28,10 @@ const layerOf = (path: string) => path.split('/')[0]!;
 
 /** Which layers each layer may import. */
 const ALLOWED: Record<string, (target: string, source: string) => boolean> = {
-  // Errors import nothing, so a server adapter may throw the one error type every layer renders.
-  adapters: (target) => layerOf(target) === 'adapters' || target === 'platform/errors.ts',
+  // Errors import nothing, so a server adapter may throw the one error type every layer renders; the
+  // address rules are pure too, and the webhook sender applies them where it connects.
+  adapters: (target) =>
+    layerOf(target) === 'adapters' || ['platform/errors.ts', 'platform/addresses.ts'].includes(target),
   db: (target) => layerOf(target) === 'db',
   config: (target) => ['config', 'platform'].includes(layerOf(target)),
   platform: (target) => ['platform', 'db', 'adapters'].includes(layerOf(target)),

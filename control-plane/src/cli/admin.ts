@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadSettings } from '../config/load.js';
+import { ConfigError, commaSeparated, loadSettings } from '../config/load.js';
 import { createCore } from '../core.js';
 import { runMigrations } from '../db/migrate.js';
 import type { AccountsService } from '../modules/accounts/service.js';
@@ -157,10 +157,7 @@ async function devKey({ accounts }: Services, stateFile: string) {
 
 /** A comma-separated option's values: at least one, none twice. */
 function commaList(options: Options, name: 'events' | 'profiles'): string[] {
-  const values = required(options, name)
-    .split(',')
-    .map((value) => value.trim())
-    .filter(Boolean);
+  const values = commaSeparated(required(options, name));
   if (values.length === 0) throw new UsageError(`--${name} needs at least one value`);
   const twice = values.find((value, index) => values.indexOf(value) !== index);
   if (twice !== undefined) throw new UsageError(`--${name} lists "${twice}" twice`);

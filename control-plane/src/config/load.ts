@@ -4,6 +4,13 @@ import { Value } from '@sinclair/typebox/value';
 import { parseConfiguredPricing } from '../platform/prices.js';
 import { SECRET_SETTINGS, type Settings, SettingsSchema } from './schema.js';
 
+/** The entries of a comma-separated value, trimmed, empty ones left out. */
+export const commaSeparated = (text: string) =>
+  text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);

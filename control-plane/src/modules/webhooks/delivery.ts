@@ -1,6 +1,5 @@
 import type { DatabasePool } from 'slonik';
 import type { WebhookOutcome, WebhookSender } from '../../adapters/webhook-sender.js';
-import type { InvalidationBus } from '../../platform/cache.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Logger } from '../../platform/route.js';
@@ -12,7 +11,7 @@ import {
   RETRY_DELAYS_SECONDS,
   RETRY_JITTER,
 } from './schema.js';
-import { ENDPOINT_CHANGES, presentEndpoint } from './service.js';
+import { presentEndpoint } from './service.js';
 import { signatureHeaders } from './signatures.js';
 import { type ClaimedRow, type EndpointState, type SuccessRecord, webhooksStore } from './store.js';
 
@@ -54,9 +53,6 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
 /** A claimed delivery and when its claim lapses (ms). */
 type HeldRow = ClaimedRow & { claimedUntil: Date };
 
-/** How long a worker uses what it read of an endpoint (URL, secret, enabled) before reading it again. */
-const ENDPOINT_FRESH_MS = 1_000;
-
 /** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
 const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
 
@@ -89,9 +85,8 @@ export function createWebhookDelivery(deps: {
   sealer: Sealer;
   sender: WebhookSender;
   outbox: Outbox;
-  /** Where changes of endpoints are told: this replica's service, and the others' through the bus. */
-  endpointChanges: { onEndpointChanged(listener: (endpointId: string) => void): void };
-  bus: InvalidationBus;
+  /** The endpoint as it is now (the webhooks service's cache, which every change invalidates). */
+  endpoints: { endpointState(endpointId: string): Promise<EndpointState | null> };
   log: Logger;
   /** Test-mode endpoints may use http:// (SVC_WEBHOOK_ALLOW_HTTP). */
   allowHttp: boolean;
@@ -102,7 +97,6 @@ export function createWebhookDelivery(deps: {
   const waiting = new Map<string, HeldRow[]>();
   const running = new Map<string, number>();
   const attempts = new Set<Promise<void>>();
-  let held = 0;
   let pumping: Promise<number> | null = null;
   let again = false;
   let stopped = false;
@@ -176,26 +170,6 @@ export function createWebhookDelivery(deps: {
     latencyMs: 0,
   });
 
-  /**
-   * The endpoint as it is now: an attempt uses the current URL and secret. Read again after every
-   * change the service announces (here, or on another replica through the bus), and at least once a
-   * second should an announcement be lost.
-   */
-  const endpoints = new Map<string, { readAt: number; state: Promise<EndpointState | null> }>();
-  deps.endpointChanges.onEndpointChanged((endpointId) => endpoints.delete(endpointId));
-  deps.bus.subscribe(ENDPOINT_CHANGES, (endpointId) =>
-    endpointId === null ? endpoints.clear() : endpoints.delete(endpointId),
-  );
-  function currentEndpoint(endpointId: string): Promise<EndpointState | null> {
-    const now = deps.clock.now().getTime();
-    const known = endpoints.get(endpointId);
-    if (known && now - known.readAt < ENDPOINT_FRESH_MS) return known.state;
-    const state = webhooksStore(deps.pool).endpointState(endpointId);
-    endpoints.set(endpointId, { readAt: now, state });
-    state.catch(() => endpoints.delete(endpointId));
-    return state;
-  }
-
   /** Signs and sends one attempt; what cannot be sent is a failed attempt like any other. */
   async function send(row: HeldRow, endpoint: EndpointState, at: Date): Promise<AttemptOutcome> {
     // An operator may have turned plain http off since the endpoint was registered.
@@ -219,7 +193,7 @@ export function createWebhookDelivery(deps: {
   }
 
   async function attempt(row: HeldRow) {
-    const endpoint = await currentEndpoint(row.endpoint_id);
+    const endpoint = await deps.endpoints.endpointState(row.endpoint_id);
     // Deleted since the claim (its deliveries went with it), or disabled: its deliveries wait.
     if (!endpoint) return;
     if (!endpoint.enabled && row.event_type !== 'ping') {
@@ -284,10 +258,7 @@ export function createWebhookDelivery(deps: {
         const busy = running.get(endpointId) ?? 0;
         if (busy >= options.perEndpoint) break;
         const row = queue.shift()!;
-        if (row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) {
-          held -= 1;
-          continue;
-        }
+        if (row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) continue;
         running.set(endpointId, busy + 1);
         served.push(endpointId);
         const done = attempt(row)
@@ -299,7 +270,6 @@ export function createWebhookDelivery(deps: {
           )
           .finally(() => {
             attempts.delete(done);
-            held -= 1;
             const left = (running.get(endpointId) ?? 1) - 1;
             if (left === 0) running.delete(endpointId);
             else running.set(endpointId, left);
@@ -347,10 +317,11 @@ export function createWebhookDelivery(deps: {
         do {
           again = false;
           // A claim takes at most four endpoints' worth: looking through more rows costs every claim.
+          const holding = heldByEndpoint();
+          const held = [...holding.values()].reduce((sum, count) => sum + count, 0);
           const room = Math.min(options.maxHeld - held, options.heldPerEndpoint * 4);
           if (room <= 0) break;
           const now = deps.clock.now();
-          const holding = heldByEndpoint();
           const claimedUntil = new Date(now.getTime() + options.claimMs);
           const claimed = await webhooksStore(deps.pool).claimDue({
             now,
@@ -365,7 +336,6 @@ export function createWebhookDelivery(deps: {
             queue.push({ ...row, claimedUntil });
             waiting.set(row.endpoint_id, queue);
           }
-          held += claimed.length;
           claimedAll += claimed.length;
           dispatch();
           if (claimed.length === room) again = true;
@@ -391,7 +361,6 @@ export function createWebhookDelivery(deps: {
         // What was claimed but not started goes back at once rather than when its claim lapses.
         const unstarted = [...waiting.values()].flat();
         waiting.clear();
-        held -= unstarted.length;
         await Promise.allSettled([...attempts]);
         await recordSuccesses();
         if (unstarted.length > 0) await webhooksStore(deps.pool).releaseClaims(unstarted, deps.clock.now());
@@ -402,7 +371,7 @@ export function createWebhookDelivery(deps: {
     deliverDue: async (): Promise<void> => {
       for (;;) {
         const claimed = await pump();
-        if (attempts.size === 0 && held === 0 && claimed === 0) break;
+        if (attempts.size === 0 && waiting.size === 0 && claimed === 0) break;
         while (attempts.size > 0) await Promise.allSettled([...attempts]);
       }
       await recordSuccesses();

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import type { DatabasePool } from 'slonik';
-import { allowList, isAllowedAddress } from '../../adapters/webhook-sender.js';
-import type { InvalidationBus } from '../../platform/cache.js';
+import { allowList, isAllowedAddress } from '../../platform/addresses.js';
+import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { decodeCursor, pageOf } from '../../platform/cursors.js';
@@ -21,7 +21,7 @@ import {
   MAX_ENDPOINTS,
 } from './schema.js';
 import { newSigningSecret } from './signatures.js';
-import { type EndpointFields, webhooksStore } from './store.js';
+import { type EndpointFields, type EndpointState, webhooksStore } from './store.js';
 
 /** An app in one key mode: whose endpoints these are. */
 export interface WebhookScope {
@@ -36,8 +36,8 @@ export interface WebhookSettings {
   allowHttp: boolean;
 }
 
-/** The invalidation bus's name for changed endpoints (key: the endpoint id). */
-export const ENDPOINT_CHANGES = 'webhook-endpoints';
+/** How long a worker may use what it read of an endpoint should an invalidation be lost. */
+const ENDPOINT_STATE_TTL_MS = 1_000;
 
 /** How many attempts a delivery read shows. */
 const ATTEMPT_LOG_LENGTH = 100;
@@ -90,12 +90,16 @@ export function createWebhooksService(deps: {
   settings: WebhookSettings;
 }) {
   const allowed = allowList(deps.settings.allowedNetworks);
-  const changeListeners: ((endpointId: string) => void)[] = [];
-  /** Workers here and on other replicas read the endpoint again before their next attempt to it. */
-  const changed = async (endpointId: string) => {
-    for (const listener of changeListeners) listener(endpointId);
-    await deps.bus.publish(ENDPOINT_CHANGES, endpointId);
-  };
+  /**
+   * What delivery workers read of an endpoint before each attempt. Every change invalidates it here and
+   * on every replica, so a rotation reaches even deliveries already claimed; entries also expire.
+   */
+  const states = createSharedCache<EndpointState | null>({
+    name: 'webhook-endpoints',
+    ttlMs: ENDPOINT_STATE_TTL_MS,
+    maxEntries: 10_000,
+    bus: deps.bus,
+  });
 
   /** A URL deliveries may go to (the address a name resolves to is checked at each delivery). */
   function checkUrl(text: string, mode: KeyMode): string {
@@ -223,7 +227,7 @@ export function createWebhooksService(deps: {
         enabled: input.enabled ?? row.enabled,
       };
       const updated = await webhooksStore(deps.pool).updateEndpoint(id, fields, deps.clock.now());
-      await changed(id);
+      await states.invalidate(id);
       return presentEndpoint(updated);
     },
 
@@ -231,7 +235,7 @@ export function createWebhooksService(deps: {
     remove: async (scope: WebhookScope, id: string) => {
       await endpointOf(scope, id);
       await webhooksStore(deps.pool).deleteEndpoint(id);
-      await changed(id);
+      await states.invalidate(id);
       return { ok: true as const, id };
     },
 
@@ -240,7 +244,7 @@ export function createWebhooksService(deps: {
       await endpointOf(scope, id);
       const { secret, sealed, hint } = sealedSecret(id);
       const row = await webhooksStore(deps.pool).replaceSecret(id, sealed, hint, deps.clock.now());
-      await changed(id);
+      await states.invalidate(id);
       return { ...presentEndpoint(row), secret };
     },
 
@@ -270,8 +274,9 @@ export function createWebhooksService(deps: {
 
     delivery: deliveryOf,
 
-    /** Tells a local worker that an endpoint changed (its URL, secret, enabled), or went. */
-    onEndpointChanged: (listener: (endpointId: string) => void) => void changeListeners.push(listener),
+    /** The endpoint's URL, secret and state as an attempt uses them (null once it is deleted). */
+    endpointState: (endpointId: string) =>
+      states.get(endpointId, () => webhooksStore(deps.pool).endpointState(endpointId)),
 
     /** Events past their retention go, with their deliveries and attempts. */
     pruneEvents: () => {
