@@ -15,8 +15,10 @@ import { liveRoutes } from './modules/live/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
+import { socialRoutes } from './modules/social/routes.js';
 import { storageRoutes } from './modules/storage/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
+import { userRoutes } from './modules/users/routes.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
 import { EXTERNAL_ID_MAX_BYTES } from './platform/identities.js';
 import { formatUsd } from './platform/money.js';
@@ -119,6 +121,12 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
             },
             apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
             publishableKey: { type: 'apiKey', in: 'header', name: 'X-Publishable-Key' },
+            userToken: {
+              type: 'http',
+              scheme: 'bearer',
+              bearerFormat: 'JWT',
+              description: 'User token (ES256 JWT) minted by POST /v1/users/{user_id}/tokens',
+            },
           },
         },
       },
@@ -136,6 +144,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...storageRoutes(container.storage),
     ...shieldRoutes(container.shield),
     ...webhookRoutes(container.webhooks),
+    ...userRoutes(container.userTokens),
+    ...socialRoutes(container.social),
     ...(options.routes ?? []),
   ];
   registerRoutes(
@@ -143,6 +153,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     routes.filter((declared) => listenerOf(declared) === listener),
     {
       keys: container.accounts.resolver,
+      users: container.userTokens.verifier,
+      clock: container.clock,
       admission: container.admission,
       metering: container.metering,
       accrual: container.accrual,

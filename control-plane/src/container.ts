@@ -11,6 +11,7 @@ import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
+import { createSocialService, type SocialService } from './modules/social/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
 import {
   createWebhookDelivery,
@@ -30,6 +31,7 @@ export interface Container extends Core {
   live: LiveService;
   storage: StorageService;
   shield: ShieldService;
+  social: SocialService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -51,7 +53,8 @@ export async function createContainer(
   options: ContainerOptions = {},
 ): Promise<Container> {
   const core = await createCore(settings, options);
-  const { clock, pool, redis, bus, prices, standing, metering, accrual, accounts, outbox, sealer } = core;
+  const { clock, pool, redis, bus, prices, standing, metering, accrual, accounts, outbox, sealer, cursors } =
+    core;
   const onError = options.onError ?? (() => {});
   const ejabberd = createEjabberdClient({
     apiUrl: settings.SVC_EJABBERD_API_URL,
@@ -138,7 +141,8 @@ export async function createContainer(
       onError,
     }),
     objects,
-    storage: createStorageService({ pool, clock, objects, metering, onError }),
+    storage: createStorageService({ pool, clock, objects, metering, cursors, onError }),
+    social: createSocialService({ pool, clock, outbox, cursors }),
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -6,10 +6,12 @@ import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
+import { createUserTokens, type UserTokens } from './modules/users/service.js';
 import { createWebhooksService, type WebhooksService } from './modules/webhooks/service.js';
 import { type Accrual, createAccrual } from './platform/accrual.js';
 import { createInvalidationBus, type InvalidationBus } from './platform/cache.js';
 import { type Clock, systemClock } from './platform/clock.js';
+import { type Cursors, createCursors } from './platform/cursors.js';
 import { createIdempotency, type Idempotency } from './platform/idempotency.js';
 import { createMetering, type Metering } from './platform/metering.js';
 import { createOutbox, type Outbox } from './platform/outbox.js';
@@ -34,9 +36,11 @@ export interface Core {
   idempotency: Idempotency;
   outbox: Outbox;
   sealer: Sealer;
+  cursors: Cursors;
   accounts: AccountsService;
   billing: BillingService;
   webhooks: WebhooksService;
+  userTokens: UserTokens;
   close(): Promise<void>;
 }
 
@@ -60,6 +64,8 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
   const metering = createMetering({ pool, clock, prices, standing, onError });
   const outbox = createOutbox({ clock });
   const sealer = createSealer(settings.SVC_SEALING_KEY);
+  const cursors = createCursors(settings.SVC_SEALING_KEY);
+  const accounts = createAccountsService({ pool, clock, bus });
   return {
     settings,
     clock,
@@ -73,7 +79,16 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     idempotency: createIdempotency({ pool, clock, sealer }),
     outbox,
     sealer,
-    accounts: createAccountsService({ pool, clock, bus }),
+    cursors,
+    accounts,
+    userTokens: createUserTokens({
+      pool,
+      clock,
+      sealer,
+      bus,
+      issuer: settings.SVC_PUBLIC_URL,
+      principalOfKey: accounts.principalOfKey,
+    }),
     billing: createBillingService({ pool, clock, prices, standing, outbox, onError }),
     webhooks: createWebhooksService({
       pool,
@@ -81,6 +96,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
       sealer,
       outbox,
       bus,
+      cursors,
       settings: {
         allowedNetworks: commaSeparated(settings.SVC_WEBHOOK_ALLOWED_NETWORKS),
         allowHttp: settings.SVC_WEBHOOK_ALLOW_HTTP,

@@ -22,8 +22,8 @@ interface Task {
 /**
  * Background work of the control plane, each task at start and then on its own period: accrued usage
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
- * storage bucket's setup (until it succeeds), storage expiry and the daily stored-bytes metering
- * (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys and
+ * storage bucket's setup (until it succeeds), storage expiry, the daily stored-bytes metering and the
+ * user token signing key's rotation (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys and
  * webhook events past their retention; and the webhook delivery worker, which runs continuously. Each
  * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
  * A failing one is logged and runs again at its next turn, never stopping the others. A task never
@@ -86,6 +86,15 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     ),
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
     pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
+    {
+      name: 'user token key rotation',
+      everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
+      run: async () => {
+        const rotated = await container.userTokens.rotateIfDue();
+        if (rotated) log.info(rotated, 'added the next user token signing key');
+      },
+    },
     {
       name: 'balance.low events',
       everyMs: BALANCE_LOW_EVERY_MS,

@@ -133,7 +133,7 @@ export async function freePort(): Promise<number> {
 export function callWithKey(
   app: App,
   token: string,
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   url: string,
   payload?: object,
 ) {

@@ -10,6 +10,7 @@ import { runMigrations } from '../db/migrate.js';
 import type { AccountsService } from '../modules/accounts/service.js';
 import { type BillingService, usdNumber } from '../modules/billing/service.js';
 import { presentPriceTable } from '../modules/pricing/service.js';
+import type { UserTokens } from '../modules/users/service.js';
 import { MAX_PROFILE_IDS, MAX_URL_LENGTH } from '../modules/webhooks/schema.js';
 import type { WebhookScope, WebhooksService } from '../modules/webhooks/service.js';
 import { KEY_KINDS, KEY_MODES, type KeyKind, type KeyMode, PLANS, type Plan } from '../platform/caller.js';
@@ -35,6 +36,8 @@ const USAGE = `usage: npm run admin -- <command> [options]
   price set --metric PRODUCT.METRIC [--usd PRICE] [--allowance UNITS]
   price reset --metric PRODUCT.METRIC      back to the configured or shipped value
   dev-key --state-file PATH    ensure a local account, app and test key; print them
+  user-token-key rotate        publish the next signing key of user tokens now (it signs in 10
+                               minutes; the service also rotates every 90 days by itself)
 
   webhook create --app ID --mode live|test --url URL --events TYPE,… [--profiles P1,P2,…]
                  [--description TEXT] [--disabled]     prints the signing secret, once only
@@ -117,6 +120,7 @@ interface Services {
   billing: BillingService;
   prices: Prices;
   webhooks: WebhooksService;
+  userTokens: UserTokens;
 }
 
 function metricOf(options: Options): [string, string] {
@@ -380,6 +384,8 @@ async function run(command: string, options: Options, services: Services): Promi
       );
     case 'app create':
       return accounts.createApp({ accountId: required(options, 'account'), name: required(options, 'name') });
+    case 'user-token-key rotate':
+      return services.userTokens.rotate();
     case 'app list':
       return accounts.listApps(required(options, 'account'));
     case 'key create': {

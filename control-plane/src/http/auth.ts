@@ -1,7 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Admission } from '../platform/admission.js';
-import { rateLimitHeaders } from '../platform/admission.js';
-import type { KeyCheck, KeyRefusal, KeyResolver } from '../platform/caller.js';
+import { rateLimitHeaders, userLimitAdmission } from '../platform/admission.js';
+import type {
+  KeyCheck,
+  KeyRefusal,
+  KeyResolver,
+  Principal,
+  UserPrincipal,
+  UserRefusal,
+  UserTokenVerifier,
+} from '../platform/caller.js';
+import type { Clock } from '../platform/clock.js';
 import { errors } from '../platform/errors.js';
 import type { AuthKind, InternalCaller, Route } from '../platform/route.js';
 import { digestsEqual, sha256 } from '../platform/secrets.js';
@@ -14,6 +23,17 @@ const REFUSAL_MESSAGES: Record<KeyRefusal, string> = {
   secret: 'a secret key (svc_…) must never be sent from a client: use the app’s publishable key (pk_…)',
 };
 
+const USER_REFUSAL_MESSAGES: Record<UserRefusal, string> = {
+  malformed: 'send a user token minted by POST /v1/users/{user_id}/tokens',
+  invalid: 'the signature or the claims do not verify for this service',
+  expired: 'it has expired: ask the app’s server for a new one',
+  revoked: 'the user’s tokens have been revoked: ask the app’s server for a new one',
+  'key-revoked': 'the API key that minted it has been revoked',
+};
+
+/** A JWT's three base64url parts: how a user token sent to a key endpoint is told apart. */
+const LOOKS_LIKE_JWT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
+
 /** The secret key of a request: `Authorization: Bearer <key>` first, else `X-API-Key`. */
 export function presentedKey(request: FastifyRequest): string | undefined {
   const authorization = request.headers.authorization;
@@ -25,17 +45,28 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return Array.isArray(apiKey) ? apiKey[0] : apiKey;
 }
 
-/** Which key an auth kind takes, and where the request carries it. */
+type Check = { ok: true; principal: Principal } | { ok: false; error: Error; countsTowardLockout: boolean };
+
+const keyCheck = (check: KeyCheck, token: string): Check => {
+  if (check.ok) return check;
+  const reason =
+    check.refusal === 'malformed' && LOOKS_LIKE_JWT.test(token)
+      ? 'user tokens are accepted only on /v1/me/…; the app’s server sends its secret key'
+      : REFUSAL_MESSAGES[check.refusal];
+  return { ok: false, error: errors.invalidKey(reason), countsTowardLockout: true };
+};
+
+/** Which credential an auth kind takes, and where the request carries it. */
 interface KeyRule {
   read(request: FastifyRequest): string | undefined;
-  check(keys: KeyResolver, token: string): Promise<KeyCheck>;
+  check(deps: AuthDeps, token: string): Promise<Check>;
   missing(): Error;
 }
 
 const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
   'secret-key': {
     read: presentedKey,
-    check: (keys, token) => keys.checkSecretKey(token),
+    check: async (deps, token) => keyCheck(await deps.keys.checkSecretKey(token), token),
     missing: errors.missingKey,
   },
   'publishable-key': {
@@ -43,14 +74,38 @@ const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
       const header = request.headers['x-publishable-key'];
       return Array.isArray(header) ? header[0] : header;
     },
-    check: (keys, token) => keys.checkPublishableKey(token),
+    check: async (deps, token) => keyCheck(await deps.keys.checkPublishableKey(token), token),
     missing: () =>
       errors.invalidKey('send the publishable key (pk_live_… or pk_test_…) in X-Publishable-Key'),
+  },
+  'user-token': {
+    read: presentedKey,
+    check: async (deps, token) => {
+      if (/^(svc|pk)_/.test(token)) {
+        return {
+          ok: false,
+          error: errors.unauthenticated(
+            'Invalid user token: API keys are not accepted on /v1/me/…; send the user token the app’s server minted',
+          ),
+          countsTowardLockout: false,
+        };
+      }
+      const check = await deps.users.checkUserToken(token);
+      if (check.ok) return check;
+      return {
+        ok: false,
+        error: errors.unauthenticated(`Invalid user token: ${USER_REFUSAL_MESSAGES[check.refusal]}`),
+        countsTowardLockout: check.refusal === 'malformed' || check.refusal === 'invalid',
+      };
+    },
+    missing: () => errors.unauthenticated('No user token: send it as "Authorization: Bearer <user token>"'),
   },
 };
 
 export interface AuthDeps {
   keys: KeyResolver;
+  users: UserTokenVerifier;
+  clock: Clock;
   admission: Admission;
   /** Each bundled server's bearer secret for the internal operations it calls. */
   internalSecrets: Readonly<Record<InternalCaller, string>>;
@@ -71,10 +126,8 @@ export function authHook(declared: Route, deps: AuthDeps) {
       const token = rule.read(request);
       if (token === undefined || token === '')
         return deps.admission.refuse(request.ip, rule.missing(), false);
-      const check = await rule.check(deps.keys, token);
-      if (!check.ok) {
-        return deps.admission.refuse(request.ip, errors.invalidKey(REFUSAL_MESSAGES[check.refusal]), true);
-      }
+      const check = await rule.check(deps, token);
+      if (!check.ok) return deps.admission.refuse(request.ip, check.error, check.countsTowardLockout);
       const { principal } = check;
       request.principal = principal;
       if (declared.paidPlan && principal.plan === 'free') {
@@ -114,13 +167,21 @@ export function authHook(declared: Route, deps: AuthDeps) {
  */
 export function admissionHook(declared: Route, deps: AuthDeps) {
   if (!KEY_RULES[declared.auth] || declared.admission === 'in-handler') return undefined;
+  const { perUser } = declared;
   return async (request: FastifyRequest, reply: FastifyReply) => {
-    const { quota } = await deps.admission.admit({
-      address: request.ip,
-      principal: request.principal!,
-      spends: spends(declared),
-    });
+    const principal = request.principal!;
+    const limit =
+      perUser && 'userId' in principal
+        ? userLimitAdmission(perUser, principal as UserPrincipal, deps.clock.now())
+        : undefined;
+    const { quota, result } = await deps.admission.admit<number | null>(
+      { address: request.ip, principal, spends: spends(declared) },
+      limit?.script,
+      limit?.keys,
+      limit?.args,
+    );
     request.admitted = true;
     reply.headers(rateLimitHeaders(quota));
+    if (limit && result) throw limit.refusal(result);
   };
 }

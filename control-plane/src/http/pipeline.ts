@@ -22,12 +22,13 @@ export interface PipelineDeps extends AuthDeps {
   idempotency: Idempotency;
 }
 
-const KEYED: ReadonlySet<AuthKind> = new Set(['secret-key', 'publishable-key']);
+const KEYED: ReadonlySet<AuthKind> = new Set(['secret-key', 'publishable-key', 'user-token']);
 
 /** The errors every operation of an auth kind can answer. */
 const AUTH_ERRORS: Record<AuthKind, ErrorStatus[]> = {
   'secret-key': [401, 422, 429, 500],
   'publishable-key': [401, 422, 429, 500],
+  'user-token': [401, 422, 429, 500],
   internal: [401, 422, 500],
   signed: [401, 422, 500],
   public: [500],
@@ -36,9 +37,16 @@ const AUTH_ERRORS: Record<AuthKind, ErrorStatus[]> = {
 const SECURITY: Partial<Record<AuthKind, { [scheme: string]: string[] }[]>> = {
   'secret-key': [{ bearerKey: [] }, { apiKeyHeader: [] }],
   'publishable-key': [{ publishableKey: [] }],
+  'user-token': [{ userToken: [] }],
 };
 
-/** Browsers on any origin call the publishable-key operations from the client. */
+/** What a browser client may send to the operations it calls: which header carries its credential. */
+const CLIENT_HEADERS: Partial<Record<AuthKind, string>> = {
+  'publishable-key': 'content-type, x-publishable-key',
+  'user-token': 'content-type, authorization',
+};
+
+/** Browsers on any origin call the client operations (publishable key, user token). */
 const CORS_HEADERS = {
   'access-control-allow-origin': '*',
   'access-control-expose-headers':
@@ -60,6 +68,8 @@ function errorStatuses(declared: Route): ErrorStatus[] {
 export function registerRoutes(app: FastifyInstance, routes: readonly Route[], deps: PipelineDeps): void {
   const operationIds = new Set<string>();
   const rawBodies = new Set<string>();
+  /** The client operations' methods per path, for one CORS preflight answer per path. */
+  const preflights = new Map<string, { methods: Set<string>; headers: string; operationId: string }>();
   for (const declared of routes) {
     if (operationIds.has(declared.operationId))
       throw new Error(`operation ${declared.operationId} is declared twice`);
@@ -70,7 +80,33 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
         done(null, body),
       );
     }
+    const clientHeaders = CLIENT_HEADERS[declared.auth];
+    if (clientHeaders) {
+      const preflight = preflights.get(declared.url) ?? {
+        methods: new Set<string>(),
+        headers: clientHeaders,
+        operationId: `${declared.operationId}.preflight`,
+      };
+      preflight.methods.add(declared.method);
+      preflights.set(declared.url, preflight);
+    }
     registerRoute(app, declared, deps);
+  }
+  for (const [url, preflight] of preflights) {
+    app.options(
+      url,
+      { schema: { hide: true }, config: { operationId: preflight.operationId } },
+      async (_request, reply) =>
+        reply
+          .code(204)
+          .headers({
+            ...CORS_HEADERS,
+            'access-control-allow-methods': [...preflight.methods].join(', '),
+            'access-control-allow-headers': preflight.headers,
+            'access-control-max-age': '600',
+          })
+          .send(),
+    );
   }
 }
 
@@ -94,25 +130,11 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
       return payload;
     });
   }
-  if (declared.auth === 'publishable-key') {
+  if (CLIENT_HEADERS[declared.auth]) {
     onSend.push(async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       reply.headers(CORS_HEADERS);
       return payload;
     });
-    app.options(
-      declared.url,
-      { schema: { hide: true }, config: { operationId: `${declared.operationId}.preflight` } },
-      async (_request, reply) =>
-        reply
-          .code(204)
-          .headers({
-            ...CORS_HEADERS,
-            'access-control-allow-methods': declared.method,
-            'access-control-allow-headers': 'content-type, x-publishable-key',
-            'access-control-max-age': '600',
-          })
-          .send(),
-    );
   }
 
   app.route({

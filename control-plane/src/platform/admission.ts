@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { redisScript } from '../adapters/redis.js';
 import { clientNetwork } from './addresses.js';
-import type { Principal } from './caller.js';
+import type { Principal, UserPrincipal } from './caller.js';
 import { type Clock, secondsUntilUtcMidnight, utcDay } from './clock.js';
 import { errors } from './errors.js';
 import { type Standing, standingKey } from './standing.js';
@@ -174,3 +174,39 @@ export function createAdmission(deps: { redis: Redis; clock: Clock; standing: St
 }
 
 export type Admission = ReturnType<typeof createAdmission>;
+
+/** A per-user cap of a user-token operation: at most `limit` calls in each `windowSeconds` window. */
+export interface UserLimit {
+  /** Names the counter; operations with the same name share it. */
+  name: string;
+  limit: number;
+  windowSeconds: number;
+}
+
+/** Counts a call in the user's fixed window; answers the seconds until the window ends once past the cap. */
+const USER_LIMIT: AdmissionScript = {
+  name: 'user-limit',
+  body: `
+local calls = redis.call('INCR', K[1])
+if calls == 1 then redis.call('EXPIRE', K[1], A[2]) end
+if calls > tonumber(A[1]) then return math.max(redis.call('TTL', K[1]), 1) end
+return nil`,
+};
+
+/** The admission script, keys and arguments of a user's limit, and the refusal once it is passed. */
+export function userLimitAdmission(limit: UserLimit, principal: UserPrincipal, now: Date) {
+  const seconds = now.getTime() / 1000;
+  const window = Math.floor(seconds / limit.windowSeconds);
+  // The counter lives until its window ends, which is what Retry-After answers past the cap.
+  const untilWindowEnds = Math.max(1, Math.ceil((window + 1) * limit.windowSeconds - seconds));
+  return {
+    script: USER_LIMIT,
+    keys: [`svc:userlimit:${limit.name}:${principal.appId}:${principal.mode}:${window}:${principal.userId}`],
+    args: [limit.limit, untilWindowEnds],
+    refusal: (retryAfterSeconds: number) =>
+      errors.rateLimited(
+        `This user may make ${limit.limit} such calls per ${limit.windowSeconds >= 3600 ? `${limit.windowSeconds / 3600} h` : `${limit.windowSeconds} s`}; try again later`,
+        retryAfterSeconds,
+      ),
+  };
+}

@@ -34,3 +34,22 @@ export interface KeyResolver {
   checkSecretKey(token: string): Promise<KeyCheck>;
   checkPublishableKey(token: string): Promise<KeyCheck>;
 }
+
+/** The caller of a /v1/me/… request: an app's user, vouched for by a user token the app's key minted. */
+export interface UserPrincipal extends Principal {
+  /** The app's own id of the user, as given. */
+  userId: string;
+}
+
+/**
+ * Why a user token was refused: `malformed` and `invalid` (a forgery, another service's or app's
+ * token) count toward the address's lockout; `expired`, `revoked` and `key-revoked` do not.
+ */
+export type UserRefusal = 'malformed' | 'invalid' | 'expired' | 'revoked' | 'key-revoked';
+
+export type UserCheck = { ok: true; principal: UserPrincipal } | { ok: false; refusal: UserRefusal };
+
+/** Verifies user tokens; the users module implements it, the HTTP pipeline calls it. */
+export interface UserTokenVerifier {
+  checkUserToken(token: string): Promise<UserCheck>;
+}

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { READABLE_NAMES, REAL_APP_IDS, REFUSED_APP_IDS, REFUSED_NAMES } from '../../test/identities.js';
-import { idOfNode, isDisplayName, isExternalId, nodeOf, parseScopedNode, scopedNode } from './identities.js';
+import {
+  idOfNode,
+  isDisplayName,
+  isExternalId,
+  isPostText,
+  nodeOf,
+  parseScopedNode,
+  scopedNode,
+} from './identities.js';
 
 /** Ids apps really have, and a few more edges of the rule. */
 const REAL_IDS = {
@@ -110,5 +118,16 @@ describe('isDisplayName', () => {
 
   it.each([['empty', ''], ...Object.entries(REFUSED_NAMES)])('refuses %s', (_case, name) => {
     expect(isDisplayName(name)).toBe(false);
+  });
+});
+
+describe('text people write', () => {
+  it('keeps line breaks and tabs, any script and emoji; refuses other control characters and blank text', () => {
+    for (const text of ['Hello\nworld', 'a\tb\r\nc', 'Café ☕ مرحبا 日本', ' padded ']) {
+      expect(isPostText(text), JSON.stringify(text)).toBe(true);
+    }
+    for (const text of ['a\u0000b', 'bell\u0007', 'next\u0085line', '   ', '\n\t']) {
+      expect(isPostText(text), JSON.stringify(text)).toBe(false);
+    }
   });
 });

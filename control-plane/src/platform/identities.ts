@@ -39,6 +39,14 @@ export function isDisplayName(value: string): boolean {
   return DISPLAY_NAME.test(value);
 }
 
+/** Control characters other than tab, line feed and carriage return. */
+const CONTROL_BUT_LINE_BREAKS = /(?![\t\n\r])\p{Cc}/u;
+
+/** Text people write (a post, a comment): line breaks allowed, other control characters and blank text not. */
+export function isPostText(value: string): boolean {
+  return !CONTROL_BUT_LINE_BREAKS.test(value) && value.trim() !== '';
+}
+
 /**
  * JSON Schema formats for these rules, each with the message a failing field gets. The HTTP layer
  * registers them with its validator.
@@ -53,6 +61,10 @@ export const TEXT_FORMATS = {
     validate: isDisplayName,
     message:
       'must not hold control, bidi-control or line-separator characters, nor begin or end with a space',
+  },
+  'post-text': {
+    validate: isPostText,
+    message: 'must not hold control characters other than line breaks and tabs, nor be blank',
   },
 } as const satisfies Record<string, { validate: (value: string) => boolean; message: string }>;
 
@@ -73,6 +85,15 @@ export const displayName = (maxLength: number, description: string, more: String
     maxLength,
     description: `${description}: 1-${maxLength} characters, no control, bidi-control or line-separator characters, no space at either end`,
     ...more,
+  });
+
+/** The schema of text people write (a post, a comment), up to `maxLength` characters. */
+export const postText = (maxLength: number, description: string) =>
+  Type.String({
+    format: 'post-text',
+    minLength: 1,
+    maxLength,
+    description: `${description}: 1-${maxLength} characters; line breaks allowed, other control characters not`,
   });
 
 // ---------------------------------------------------------------------------------------------------

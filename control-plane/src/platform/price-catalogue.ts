@@ -50,7 +50,8 @@ export const METRICS: readonly MetricDefinition[] = [
     unitSize: 1,
     defaultPriceMicros: 500,
     defaultAllowance: 0,
-    description: 'Writes to public data (studio assets, deletes of buzzes and moments)',
+    description:
+      'Writes to public data: profiles, buzzes, reactions, comments, follows, studio assets, and deletes',
   },
   {
     product: 'otp',

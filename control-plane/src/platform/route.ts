@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { AdmissionScript } from './admission.js';
-import type { Principal } from './caller.js';
+import type { AdmissionScript, UserLimit } from './admission.js';
+import type { Principal, UserPrincipal } from './caller.js';
 import type { ErrorStatus } from './errors.js';
 import type { Transaction } from './transaction.js';
 
@@ -8,12 +8,15 @@ import type { Transaction } from './transaction.js';
  * How an operation's caller proves who it is:
  * - `secret-key`: an app's server, with svc_live_… or svc_test_… (lockout, daily cap, balance);
  * - `publishable-key`: a client, with pk_… in X-Publishable-Key (the same pipeline, CORS open);
+ * - `user-token`: an app's user, with a user token the app's server minted (/v1/me/…; the minting
+ *   key's daily cap and balance);
  * - `internal`: a bundled server's callback, with the internal secret;
  * - `signed`: a callback that carries its own signature, verified by the handler (LiveKit);
  * - `public`: nobody in particular (health, metrics, the OpenAPI document).
  */
-export type AuthKind = 'secret-key' | 'publishable-key' | 'internal' | 'signed' | 'public';
-export type KeyAuth = 'secret-key' | 'publishable-key';
+export type AuthKind = 'secret-key' | 'publishable-key' | 'user-token' | 'internal' | 'signed' | 'public';
+/** The auth kinds admitted against an app's key: lockout, daily cap, balance. */
+export type KeyAuth = 'secret-key' | 'publishable-key' | 'user-token';
 
 /** The bundled servers that call `internal` operations, each with a bearer secret of its own. */
 export type InternalCaller = 'ejabberd' | 'minio';
@@ -48,8 +51,8 @@ export interface Call<P, Q, B, A extends AuthKind> {
   params: P;
   query: Q;
   body: B;
-  /** The key's app and mode, on keyed operations. */
-  caller: A extends KeyAuth ? Principal : null;
+  /** The key's app and mode, on keyed operations; and the user, on user-token ones. */
+  caller: A extends 'user-token' ? UserPrincipal : A extends KeyAuth ? Principal : null;
   client: { address: string; userAgent: string };
   headers: Readonly<Record<string, string | string[] | undefined>>;
   reply: ReplyControl;
@@ -103,6 +106,8 @@ export interface RouteDeclaration<
   needsBalance?: boolean;
   /** The Free plan is refused (402). */
   paidPlan?: boolean;
+  /** On `user-token` operations: the user's cap, counted in the admission's round trip (429 past it). */
+  perUser?: UserLimit;
   /** `in-handler`: the handler admits the request itself, with its own Redis writes (`call.admit`). */
   admission?: 'before' | 'in-handler';
   /** On `internal` operations: the bundled server that calls it, whose own secret it takes. */

@@ -1,6 +1,6 @@
 import type { DatabasePool } from 'slonik';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
-import type { KeyCheck, KeyKind, KeyMode, KeyResolver, Plan } from '../../platform/caller.js';
+import type { KeyCheck, KeyKind, KeyMode, KeyResolver, Plan, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -30,6 +30,18 @@ const customCapRefused = () =>
 const KEY_CACHE_TTL_MS = 60_000;
 const KEY_CACHE_ENTRIES = 100_000;
 
+const principalOf = (row: KeyPrincipalRow): Principal => ({
+  keyId: row.key_id,
+  appId: row.app_id,
+  accountId: row.account_id,
+  mode: row.mode,
+  plan: row.plan,
+  dailyRequestCap: dailyRequestCap(row.plan, row.daily_request_cap),
+});
+
+/** Cache entries of keys looked up by id (user tokens name the key that minted them), beside hashes. */
+const byId = (keyId: string) => `id:${keyId}`;
+
 export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; bus: InvalidationBus }) {
   const store = accountsStore(deps.pool);
   const keyCache = createSharedCache<KeyPrincipalRow | null>({
@@ -55,17 +67,7 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
     const row = await keyCache.get(hash.toString('hex'), () => store.findPrincipalByTokenHash(hash));
     if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
-    return {
-      ok: true,
-      principal: {
-        keyId: row.key_id,
-        appId: row.app_id,
-        accountId: row.account_id,
-        mode: row.mode,
-        plan: row.plan,
-        dailyRequestCap: dailyRequestCap(row.plan, row.daily_request_cap),
-      },
-    };
+    return { ok: true, principal: principalOf(row) };
   }
 
   const resolver: KeyResolver = {
@@ -75,8 +77,16 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
     checkPublishableKey: (token) => checkKey(token, 'publishable'),
   };
 
+  /** A secret key's principal by its id, and whether it is revoked; null for no such secret key. */
+  async function principalOfKey(keyId: string): Promise<(Principal & { revoked: boolean }) | null> {
+    const row = await keyCache.get(byId(keyId), () => store.findPrincipalByKeyId(keyId));
+    if (row?.kind !== 'secret') return null;
+    return { ...principalOf(row), revoked: row.revoked_at !== null };
+  }
+
   return {
     ...resolver,
+    principalOfKey,
 
     createAccount: (input: { name: string; plan: Plan; dailyRequestCap?: number | null }) => {
       if (input.dailyRequestCap != null && input.plan !== 'scale') throw customCapRefused();
@@ -145,6 +155,7 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
       const revoked = await store.revokeKey(keyId, deps.clock.now());
       if (!revoked) throw errors.notFound(`Key ${keyId}`);
       await keyCache.invalidate(revoked.tokenHash.toString('hex'));
+      await keyCache.invalidate(byId(keyId));
       return revoked.key;
     },
 

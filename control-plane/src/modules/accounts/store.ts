@@ -7,6 +7,13 @@ import { AccountRow, AppRow, KeyPrincipalRow, KeyRow } from './schema.js';
 const accountColumns = sql.fragment`id, name, plan, daily_request_cap, balance_micros, created_at`;
 const keyColumns = sql.fragment`id, app_id, kind, mode, token_hint, publishable_token, created_at, revoked_at`;
 
+const principalSelect = sql.fragment`
+  select k.id as key_id, k.token_hash, k.kind, k.mode, k.revoked_at,
+         a.id as app_id, acc.id as account_id, acc.plan, acc.daily_request_cap
+  from api_keys k
+  join apps a on a.id = k.app_id
+  join accounts acc on acc.id = a.account_id`;
+
 /** SQL of accounts, apps and keys. Takes any connection, so a service can run it inside a transaction. */
 export function accountsStore(db: Db) {
   return {
@@ -83,11 +90,9 @@ export function accountsStore(db: Db) {
 
     findPrincipalByTokenHash: (tokenHash: Buffer) =>
       db.maybeOne(sql.type(KeyPrincipalRow)`
-        select k.id as key_id, k.token_hash, k.kind, k.mode, k.revoked_at,
-               a.id as app_id, acc.id as account_id, acc.plan, acc.daily_request_cap
-        from api_keys k
-        join apps a on a.id = k.app_id
-        join accounts acc on acc.id = a.account_id
-        where k.token_hash = ${sql.binary(tokenHash)}`),
+        ${principalSelect} where k.token_hash = ${sql.binary(tokenHash)}`),
+
+    findPrincipalByKeyId: (keyId: string) =>
+      db.maybeOne(sql.type(KeyPrincipalRow)`${principalSelect} where k.id = ${keyId}`),
   };
 }

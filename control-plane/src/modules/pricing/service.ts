@@ -37,6 +37,7 @@ export function presentPriceTable(table: PriceTable) {
       'Free allowances renew on the first day of each calendar month (UTC), per account and key mode.',
       'Reads are free; their response bytes count as bandwidth. Storage delivery has no bandwidth charge.',
       'Video minutes are priced at the higher of the declared and the published quality.',
+      'User tokens (POST /v1/users/{user_id}/tokens) are free to mint and revoke; the calls a user makes with one are priced like the app’s own.',
     ],
   };
 }

@@ -2,7 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { ObjectStore } from '../../adapters/s3.js';
 import type { Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
-import { decodeCursor, pageOf } from '../../platform/cursors.js';
+import type { Cursors } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Metering } from '../../platform/metering.js';
@@ -52,6 +52,7 @@ export function createStorageService(deps: {
   clock: Clock;
   objects: ObjectStore;
   metering: Metering;
+  cursors: Cursors;
   onError?: (error: unknown) => void;
 }) {
   async function requireObject(principal: Principal, id: string): Promise<StorageObjectRow> {
@@ -161,9 +162,9 @@ export function createStorageService(deps: {
         mode: principal.mode,
         limit: query.limit + 1,
         ...(query.status ? { status: query.status } : {}),
-        ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+        ...(query.cursor ? { after: deps.cursors.decode(query.cursor) } : {}),
       });
-      return pageOf(rows, query.limit, present);
+      return deps.cursors.page(rows, query.limit, present);
     },
 
     /** Removes the bytes and the record: URLs already issued stop working. */

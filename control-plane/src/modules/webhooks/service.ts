@@ -4,7 +4,7 @@ import { allowList, isAllowedAddress } from '../../platform/addresses.js';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
-import { decodeCursor, pageOf } from '../../platform/cursors.js';
+import type { Cursors } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
@@ -87,6 +87,7 @@ export function createWebhooksService(deps: {
   sealer: Sealer;
   outbox: Outbox;
   bus: InvalidationBus;
+  cursors: Cursors;
   settings: WebhookSettings;
 }) {
   const allowed = allowList(deps.settings.allowedNetworks);
@@ -199,9 +200,9 @@ export function createWebhooksService(deps: {
         appId: scope.appId,
         mode: scope.mode,
         limit: query.limit + 1,
-        ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+        ...(query.cursor ? { after: deps.cursors.decode(query.cursor) } : {}),
       });
-      return pageOf(rows, query.limit, presentEndpoint);
+      return deps.cursors.page(rows, query.limit, presentEndpoint);
     },
 
     read: async (scope: WebhookScope, id: string) => presentEndpoint(await endpointOf(scope, id)),
@@ -267,9 +268,9 @@ export function createWebhooksService(deps: {
         endpointId,
         limit: query.limit + 1,
         ...(query.status ? { status: query.status } : {}),
-        ...(query.cursor ? { after: decodeCursor(query.cursor) } : {}),
+        ...(query.cursor ? { after: deps.cursors.decode(query.cursor) } : {}),
       });
-      return pageOf(rows, query.limit, await withLastAttempts(rows.slice(0, query.limit)));
+      return deps.cursors.page(rows, query.limit, await withLastAttempts(rows.slice(0, query.limit)));
     },
 
     delivery: deliveryOf,

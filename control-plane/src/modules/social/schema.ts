@@ -1,0 +1,241 @@
+import { Type } from '@sinclair/typebox';
+import { z } from 'zod';
+import type { UserLimit } from '../../platform/admission.js';
+import { displayName, externalId, postText } from '../../platform/identities.js';
+import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
+
+export const MAX_BUZZ_CHARACTERS = 2_000;
+export const MAX_COMMENT_CHARACTERS = 1_000;
+export const MAX_PAGE = 100;
+export const DEFAULT_PAGE = 20;
+export const MAX_SEARCH_PER_GROUP = 50;
+export const DEFAULT_SEARCH_PER_GROUP = 20;
+export const MAX_QUERY_CHARACTERS = 100;
+/** Search ranks the newest matching buzzes: a common word does not rank the whole history. */
+export const SEARCH_BUZZ_CANDIDATES = 200;
+/** Search ranks the profiles with the nearest names: many equally close names are not all ranked. */
+export const SEARCH_PROFILE_CANDIDATES = 200;
+
+export const BUZZ_TYPES = ['text'] as const;
+export const REACTION_KINDS = ['like', 'love', 'laugh', 'wow', 'sad', 'angry'] as const;
+
+/**
+ * Usernames: 3-30 ASCII letters, digits, "_" and "."; a dot neither first, last nor doubled. Unique
+ * per app and mode without regard to case; shown as the user wrote it.
+ */
+export const USERNAME_PATTERN = '^(?!.*\\.\\.)[A-Za-z0-9_][A-Za-z0-9_.]{1,28}[A-Za-z0-9_]$';
+
+/** Writes each user may make, per window: what a person does, not what a script does. */
+export const USER_LIMITS = {
+  profile: { name: 'profile', limit: 30, windowSeconds: 3_600 },
+  buzzes: { name: 'buzzes', limit: 100, windowSeconds: 3_600 },
+  comments: { name: 'comments', limit: 300, windowSeconds: 3_600 },
+  reactions: { name: 'reactions', limit: 1_000, windowSeconds: 3_600 },
+  follows: { name: 'follows', limit: 500, windowSeconds: 3_600 },
+} as const satisfies Record<string, UserLimit>;
+
+const Username = Type.String({
+  pattern: USERNAME_PATTERN,
+  description:
+    '3-30 ASCII letters, digits, "_" and "." (a dot neither first, last nor doubled); unique in the app without regard to case',
+});
+
+export const UsernameParams = Type.Object({ username: Username }, { additionalProperties: false });
+export const BuzzParams = Type.Object(
+  { id: Type.String({ pattern: '^[A-Za-z0-9_]{1,64}$', description: 'The buzz id' }) },
+  { additionalProperties: false },
+);
+
+export const Profile = Type.Object(
+  {
+    id: Type.String({ description: 'The app’s own user id: the profile id that events and messaging name' }),
+    username: Type.String(),
+    full_name: Type.String(),
+    category: Type.String(),
+    followers: Type.Integer(),
+    following: Type.Integer(),
+    buzzes: Type.Integer({ description: 'Buzzes published and not deleted' }),
+    verified: Type.Boolean({ description: 'Set only by the app’s server (PATCH /v1/profiles/{username})' }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ProfileWrite = Type.Object(
+  {
+    username: Username,
+    full_name: Type.Optional(displayName(100, 'The name shown; default empty')),
+    category: Type.Optional(displayName(50, 'What the profile is (e.g. musician, café); default empty')),
+  },
+  { additionalProperties: false },
+);
+
+export const ProfileVerification = Type.Object({ verified: Type.Boolean() }, { additionalProperties: false });
+
+export const Buzz = Type.Object(
+  {
+    id: Type.String(),
+    type: Type.String({ description: 'text' }),
+    text: Type.String(),
+    reactions: Type.Integer(),
+    comments: Type.Integer(),
+    created_at: Type.String({ format: 'date-time' }),
+    author_id: Type.String({ description: 'The author’s profile id (the app’s user id)' }),
+    author_username: Type.String(),
+  },
+  { additionalProperties: false },
+);
+
+export const BuzzWrite = Type.Object(
+  {
+    type: Type.Optional(literalUnion(BUZZ_TYPES, { description: 'Default text' })),
+    text: postText(MAX_BUZZ_CHARACTERS, 'The post'),
+  },
+  { additionalProperties: false },
+);
+
+const Limit = (max: number, fallback: number, description = 'Page size') =>
+  Type.Integer({ minimum: 1, maximum: max, default: fallback, description });
+const Cursor = Type.String({ minLength: 1, maxLength: 200, description: 'next_cursor of the previous page' });
+
+export const BuzzListQuery = Type.Object(
+  {
+    author: Type.Optional(Username),
+    limit: Limit(MAX_PAGE, DEFAULT_PAGE),
+    cursor: Type.Optional(Cursor),
+  },
+  { additionalProperties: false },
+);
+export const PageQuery = Type.Object(
+  { limit: Limit(MAX_PAGE, DEFAULT_PAGE), cursor: Type.Optional(Cursor) },
+  { additionalProperties: false },
+);
+
+export const BuzzPage = Page(Buzz, 'Newest first; deleted buzzes never appear');
+
+export const BuzzDeleted = Deleted();
+
+export const ReactionWrite = Type.Object(
+  { kind: Type.Optional(literalUnion(REACTION_KINDS, { description: 'Default like' })) },
+  { additionalProperties: false },
+);
+export const Reaction = Type.Object(
+  {
+    buzz_id: Type.String(),
+    kind: Type.String(),
+    reactions: Type.Integer({ description: 'The buzz’s reactions now' }),
+  },
+  { additionalProperties: false },
+);
+
+export const Comment = Type.Object(
+  {
+    id: Type.String(),
+    buzz_id: Type.String(),
+    text: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+    author_id: Type.String(),
+    author_username: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export const CommentWrite = Type.Object(
+  { text: postText(MAX_COMMENT_CHARACTERS, 'The comment') },
+  { additionalProperties: false },
+);
+export const CommentPage = Page(Comment, 'Newest first');
+
+export const Follow = Type.Object(
+  {
+    username: Type.String(),
+    following: Type.Literal(true),
+    followers: Type.Integer({ description: 'The followed profile’s followers now' }),
+  },
+  { additionalProperties: false },
+);
+export const Unfollowed = Deleted({}, 'The delete shape (`id` is the username)');
+
+export const SearchQuery = Type.Object(
+  {
+    q: postText(MAX_QUERY_CHARACTERS, 'What to look for'),
+    type: Type.Optional(literalUnion(['profiles', 'buzzes'] as const, { description: 'Default both' })),
+    limit: Limit(MAX_SEARCH_PER_GROUP, DEFAULT_SEARCH_PER_GROUP, 'Results per group'),
+  },
+  { additionalProperties: false },
+);
+export const SearchResult = Type.Object(
+  {
+    query: Type.String(),
+    profiles: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          username: Type.String(),
+          full_name: Type.String(),
+          verified: Type.Boolean(),
+          followers: Type.Integer(),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'Exact username first, then the closest names; verified and followed profiles ahead' },
+    ),
+    buzzes: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          type: Type.String(),
+          text: Type.String(),
+          author_id: Type.String(),
+          author_username: Type.String(),
+          created_at: Type.String({ format: 'date-time' }),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'Buzzes with every word of q (accents and case ignored), best match first' },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const UserIdParams = Type.Object(
+  { user_id: externalId('The app’s user id') },
+  { additionalProperties: false },
+);
+
+export const ProfileRow = z.object({
+  pk: z.number(),
+  user_id: z.string(),
+  username: z.string(),
+  full_name: z.string(),
+  category: z.string(),
+  followers: z.number(),
+  following: z.number(),
+  buzzes: z.number(),
+  verified: z.boolean(),
+  created_at: z.date(),
+});
+export type ProfileRow = z.infer<typeof ProfileRow>;
+
+export const BuzzRow = z.object({
+  pk: z.number(),
+  id: z.string(),
+  type: z.string(),
+  text: z.string(),
+  reactions: z.number(),
+  comments: z.number(),
+  created_at: z.date(),
+  author_pk: z.number(),
+  author_id: z.string(),
+  author_username: z.string(),
+});
+export type BuzzRow = z.infer<typeof BuzzRow>;
+
+export const CommentRow = z.object({
+  id: z.string(),
+  buzz_id: z.string(),
+  text: z.string(),
+  created_at: z.date(),
+  author_id: z.string(),
+  author_username: z.string(),
+});
+export type CommentRow = z.infer<typeof CommentRow>;

@@ -1,0 +1,376 @@
+import type { DatabasePool } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError } from 'slonik';
+import type { Principal, UserPrincipal } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import type { Cursors } from '../../platform/cursors.js';
+import { errors, ServiceError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { Outbox } from '../../platform/outbox.js';
+import { inTransaction, type Transaction } from '../../platform/transaction.js';
+import { seedSandbox } from './sandbox.js';
+import type { BuzzRow, CommentRow, ProfileRow } from './schema.js';
+import { type Scope, socialStore } from './store.js';
+
+export const presentProfile = (row: ProfileRow) => ({
+  id: row.user_id,
+  username: row.username,
+  full_name: row.full_name,
+  category: row.category,
+  followers: row.followers,
+  following: row.following,
+  buzzes: row.buzzes,
+  verified: row.verified,
+  created_at: row.created_at.toISOString(),
+});
+
+export const presentBuzz = (row: BuzzRow) => ({
+  id: row.id,
+  type: row.type,
+  text: row.text,
+  reactions: row.reactions,
+  comments: row.comments,
+  created_at: row.created_at.toISOString(),
+  author_id: row.author_id,
+  author_username: row.author_username,
+});
+
+const presentComment = (row: CommentRow) => ({
+  id: row.id,
+  buzz_id: row.buzz_id,
+  text: row.text,
+  created_at: row.created_at.toISOString(),
+  author_id: row.author_id,
+  author_username: row.author_username,
+});
+
+const scopeOf = (principal: Principal): Scope => ({ appId: principal.appId, mode: principal.mode });
+
+const profileRequired = () =>
+  new ServiceError('conflict', 'Create the user’s profile first (PUT /v1/me/profile)', {
+    code: 'PROFILE_REQUIRED',
+  });
+const usernameTaken = (username: string) =>
+  new ServiceError('conflict', `The username ${username} is taken`, { code: 'USERNAME_TAKEN' });
+
+/**
+ * Profiles, buzzes, reactions, comments, follows and search: the app's public data, per app and key
+ * mode. Writes run in the transaction of their charge and emit their events in it; a test key's app
+ * gets its sandbox's fixtures on its first call.
+ */
+export function createSocialService(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  outbox: Outbox;
+  cursors: Cursors;
+}) {
+  const store = socialStore(deps.pool);
+  /** Apps whose sandbox this process knows to be seeded: one look at the table per app and process. */
+  const seeded = new Set<string>();
+
+  /**
+   * Seeds a test app's sandbox before its first read or write (a user could otherwise take a
+   * fixture's username first). A write seeds in its own transaction: a second connection from the
+   * pool, taken while this one is held, could wait forever once every connection waits likewise.
+   */
+  async function ensureSandbox(scope: Scope, tx?: Transaction): Promise<void> {
+    if (scope.mode !== 'test' || seeded.has(scope.appId)) return;
+    const seed = async (db: Transaction) => {
+      // Replicas seeding the same app at once wait for the first, then find it seeded.
+      await db.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('sandbox:' || ${scope.appId}))`);
+      const done = await db.exists(sql.unsafe`select 1 from sandboxes where app_id = ${scope.appId}`);
+      if (!done) await seedSandbox(db, scope.appId, deps.clock.now());
+    };
+    if (tx) {
+      await seed(tx);
+      tx.afterCommit(async () => void seeded.add(scope.appId));
+    } else {
+      await inTransaction(deps.pool, seed);
+      seeded.add(scope.appId);
+    }
+  }
+
+  /** The scope of a call, its sandbox seeded first (in the write's transaction, for a write). */
+  async function scoped(principal: Principal, tx?: Transaction): Promise<Scope> {
+    const scope = scopeOf(principal);
+    await ensureSandbox(scope, tx);
+    return scope;
+  }
+
+  /** The user's profile, read in the write's transaction. */
+  async function myProfile(user: UserPrincipal, tx?: Transaction) {
+    const profile = await socialStore(tx ?? deps.pool).profileOfUser(await scoped(user, tx), user.userId);
+    if (!profile) throw profileRequired();
+    return profile;
+  }
+
+  async function requireProfile(scope: Scope, username: string, db: DatabasePool | Transaction = deps.pool) {
+    const profile = await socialStore(db).profileByUsername(scope, username);
+    if (!profile) throw errors.notFound(`Profile ${username}`);
+    return profile;
+  }
+
+  async function requireBuzz(scope: Scope, id: string, db: DatabasePool | Transaction = deps.pool) {
+    const buzz = await socialStore(db).buzz(scope, id);
+    if (!buzz) throw errors.notFound(`Buzz ${id}`);
+    return buzz;
+  }
+
+  const buzzRef = (buzz: BuzzRow) => ({
+    id: buzz.id,
+    author_id: buzz.author_id,
+    author_username: buzz.author_username,
+  });
+
+  return {
+    ensureSandbox,
+
+    // ----- profiles ---------------------------------------------------------------------------
+
+    getProfile: async (principal: Principal, username: string) =>
+      presentProfile(await requireProfile(await scoped(principal), username)),
+
+    getMyProfile: async (user: UserPrincipal) => presentProfile(await myProfile(user)),
+
+    /** Creates or replaces the user's profile; a rename keeps its id and frees the old username. */
+    putMyProfile: async (
+      user: UserPrincipal,
+      input: { username: string; full_name?: string; category?: string },
+      tx: Transaction,
+    ) => {
+      const scope = await scoped(user, tx);
+      try {
+        const profile = await socialStore(tx).upsertProfile(scope, {
+          userId: user.userId,
+          username: input.username,
+          fullName: input.full_name ?? '',
+          category: input.category ?? '',
+          at: deps.clock.now(),
+        });
+        return presentProfile(profile!);
+      } catch (error) {
+        // Another profile has the username (the statement failed, so the call's transaction ends).
+        if (error instanceof UniqueIntegrityConstraintViolationError) throw usernameTaken(input.username);
+        throw error;
+      }
+    },
+
+    setVerified: async (principal: Principal, username: string, verified: boolean, tx: Transaction) => {
+      const profile = await socialStore(tx).setVerified(await scoped(principal, tx), username, verified);
+      if (!profile) throw errors.notFound(`Profile ${username}`);
+      return presentProfile(profile);
+    },
+
+    // ----- buzzes -----------------------------------------------------------------------------
+
+    publish: async (user: UserPrincipal, input: { type?: string; text: string }, tx: Transaction) => {
+      const author = await myProfile(user, tx);
+      const scope = scopeOf(user);
+      const id = newId('bz');
+      const at = deps.clock.now();
+      await socialStore(tx).insertBuzz(scope, {
+        id,
+        authorPk: author.pk,
+        type: input.type ?? 'text',
+        text: input.text,
+        at,
+      });
+      const buzz = presentBuzz({
+        pk: 0,
+        id,
+        type: input.type ?? 'text',
+        text: input.text,
+        reactions: 0,
+        comments: 0,
+        created_at: at,
+        author_pk: author.pk,
+        author_id: author.user_id,
+        author_username: author.username,
+      });
+      await deps.outbox.emit(tx, {
+        ...scope,
+        type: 'buzz.created',
+        data: { buzz },
+        profileId: author.user_id,
+      });
+      return buzz;
+    },
+
+    getBuzz: async (principal: Principal, id: string) =>
+      presentBuzz(await requireBuzz(await scoped(principal), id)),
+
+    listBuzzes: async (principal: Principal, query: { author?: string; limit: number; cursor?: string }) => {
+      const scope = await scoped(principal);
+      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      let authorPk: number | undefined;
+      if (query.author !== undefined) {
+        const author = await store.profileByUsername(scope, query.author);
+        if (!author) return { items: [], next_cursor: null };
+        authorPk = author.pk;
+      }
+      const rows = await store.listBuzzes(scope, {
+        ...(authorPk === undefined ? {} : { authorPk }),
+        ...(position ? { after: position } : {}),
+        limit: query.limit + 1,
+      });
+      return deps.cursors.page(rows, query.limit, presentBuzz);
+    },
+
+    /** Moderation: any buzz of the app, soft-deleted. */
+    deleteBuzz: async (principal: Principal, id: string, tx: Transaction) => {
+      const gone = await socialStore(tx).deleteBuzz(await scoped(principal, tx), id, deps.clock.now());
+      if (gone === null) throw errors.notFound(`Buzz ${id}`);
+      return { ok: true as const, id };
+    },
+
+    /** The user's own buzz, soft-deleted; another's is a 404 as if it did not exist. */
+    deleteMyBuzz: async (user: UserPrincipal, id: string, tx: Transaction) => {
+      const author = await myProfile(user, tx);
+      const gone = await socialStore(tx).deleteBuzz(scopeOf(user), id, deps.clock.now(), author.pk);
+      if (gone === null) throw errors.notFound(`Buzz ${id}`);
+      return { ok: true as const, id };
+    },
+
+    // ----- reactions and comments -------------------------------------------------------------
+
+    react: async (user: UserPrincipal, id: string, kind: string, tx: Transaction) => {
+      const me = await myProfile(user, tx);
+      const scope = scopeOf(user);
+      const buzz = await requireBuzz(scope, id, tx);
+      const at = deps.clock.now();
+      const { isNew, reactions } = await socialStore(tx).react(buzz.pk, me.pk, kind, at);
+      if (isNew) {
+        await deps.outbox.emit(tx, {
+          ...scope,
+          type: 'buzz.reaction',
+          data: {
+            buzz: { ...buzzRef(buzz), reactions },
+            reaction: { kind, user_id: me.user_id, username: me.username, created_at: at.toISOString() },
+          },
+          profileId: buzz.author_id,
+        });
+      }
+      return { buzz_id: id, kind, reactions };
+    },
+
+    unreact: async (user: UserPrincipal, id: string, tx: Transaction) => {
+      const me = await myProfile(user, tx);
+      const buzz = await requireBuzz(scopeOf(user), id, tx);
+      if (!(await socialStore(tx).unreact(buzz.pk, me.pk))) throw errors.notFound(`Reaction to buzz ${id}`);
+      return { ok: true as const, id };
+    },
+
+    comment: async (user: UserPrincipal, id: string, text: string, tx: Transaction) => {
+      const me = await myProfile(user, tx);
+      const scope = scopeOf(user);
+      const buzz = await requireBuzz(scope, id, tx);
+      const comment = {
+        id: newId('cmt'),
+        buzz_id: id,
+        text,
+        created_at: deps.clock.now(),
+        author_id: me.user_id,
+        author_username: me.username,
+      };
+      await socialStore(tx).insertComment({
+        id: comment.id,
+        buzzPk: buzz.pk,
+        authorPk: me.pk,
+        text,
+        at: comment.created_at,
+      });
+      const presented = presentComment(comment);
+      await deps.outbox.emit(tx, {
+        ...scope,
+        type: 'buzz.comment',
+        data: { buzz: buzzRef(buzz), comment: presented },
+        profileId: buzz.author_id,
+      });
+      return presented;
+    },
+
+    listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {
+      const buzz = await requireBuzz(await scoped(principal), id);
+      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const rows = await store.listComments(buzz.pk, {
+        ...(position ? { after: position } : {}),
+        limit: query.limit + 1,
+      });
+      return deps.cursors.page(rows, query.limit, presentComment);
+    },
+
+    // ----- follows ----------------------------------------------------------------------------
+
+    follow: async (user: UserPrincipal, username: string, tx: Transaction) => {
+      const me = await myProfile(user, tx);
+      const scope = scopeOf(user);
+      const followee = await requireProfile(scope, username, tx);
+      if (followee.pk === me.pk) {
+        throw errors.invalidField(
+          'path',
+          'username',
+          'is the caller’s own profile: a profile cannot follow itself',
+        );
+      }
+      const at = deps.clock.now();
+      const { isNew, followers } = await socialStore(tx).follow(me.pk, followee.pk, at);
+      if (isNew) {
+        await deps.outbox.emit(tx, {
+          ...scope,
+          type: 'follow.created',
+          data: {
+            profile: { id: followee.user_id, username: followee.username, followers },
+            follower: { id: me.user_id, username: me.username },
+            created_at: at.toISOString(),
+          },
+          profileId: followee.user_id,
+        });
+      }
+      return { username: followee.username, following: true as const, followers };
+    },
+
+    unfollow: async (user: UserPrincipal, username: string, tx: Transaction) => {
+      const me = await myProfile(user, tx);
+      const followee = await requireProfile(scopeOf(user), username, tx);
+      if (!(await socialStore(tx).unfollow(me.pk, followee.pk))) {
+        throw errors.notFound(`Follow of ${username}`);
+      }
+      return { ok: true as const, id: username };
+    },
+
+    // ----- search -----------------------------------------------------------------------------
+
+    /** Profiles and buzzes matching q; with a user, the profiles they follow rank ahead. */
+    search: async (
+      principal: Principal,
+      query: { q: string; type?: 'profiles' | 'buzzes'; limit: number },
+      viewer?: UserPrincipal,
+    ) => {
+      const scope = await scoped(principal);
+      const viewerPk = viewer ? (await store.profileOfUser(scope, viewer.userId))?.pk : undefined;
+      const [profiles, buzzes] = await Promise.all([
+        query.type === 'buzzes' ? [] : store.searchProfiles(scope, query.q, query.limit, viewerPk),
+        query.type === 'profiles' ? [] : store.searchBuzzes(scope, query.q, query.limit),
+      ]);
+      return {
+        query: query.q,
+        profiles: profiles.map((row) => ({
+          id: row.user_id,
+          username: row.username,
+          full_name: row.full_name,
+          verified: row.verified,
+          followers: row.followers,
+        })),
+        buzzes: buzzes.map((row) => ({
+          id: row.id,
+          type: row.type,
+          text: row.text,
+          author_id: row.author_id,
+          author_username: row.author_username,
+          created_at: row.created_at.toISOString(),
+        })),
+      };
+    },
+  };
+}
+
+export type SocialService = ReturnType<typeof createSocialService>;

@@ -1,0 +1,240 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from '../../platform/caller.js';
+import type { Position } from '../../platform/cursors.js';
+import type { Db } from '../../platform/transaction.js';
+import {
+  BuzzRow,
+  CommentRow,
+  ProfileRow,
+  SEARCH_BUZZ_CANDIDATES,
+  SEARCH_PROFILE_CANDIDATES,
+} from './schema.js';
+
+/** An app's data in one key mode: every query is scoped to it. */
+export interface Scope {
+  appId: string;
+  mode: KeyMode;
+}
+
+const profileColumns = sql.fragment`
+  p.pk, p.user_id, p.username, p.full_name, p.category, p.followers, p.following, p.buzzes, p.verified,
+  p.created_at`;
+const buzzColumns = sql.fragment`
+  b.pk, b.id, b.type, b.text, b.reactions, b.comments, b.created_at, b.author_pk,
+  a.user_id as author_id, a.username as author_username`;
+const inScope = (alias: string, scope: Scope) =>
+  sql.fragment`${sql.identifier([alias, 'app_id'])} = ${scope.appId} and ${sql.identifier([alias, 'mode'])} = ${scope.mode}`;
+/** Newest first, after a cursor's position: the keyset the listing indexes are ordered by. */
+const after = (alias: string, position: Position | undefined) =>
+  position
+    ? sql.fragment`and (${sql.identifier([alias, 'created_at'])}, ${sql.identifier([alias, 'id'])}) < (${sql.timestamp(position.createdAt)}, ${position.id})`
+    : sql.fragment``;
+
+const Pk = z.object({ pk: z.number() });
+const Count = z.object({ count: z.number() });
+
+/** SQL of profiles, buzzes, reactions, comments and follows. Takes any connection or transaction. */
+export function socialStore(db: Db) {
+  return {
+    profileOfUser: (scope: Scope, userId: string) =>
+      db.maybeOne(sql.type(ProfileRow)`
+        select ${profileColumns} from profiles p where ${inScope('p', scope)} and p.user_id = ${userId}`),
+
+    profileByUsername: (scope: Scope, username: string) =>
+      db.maybeOne(sql.type(ProfileRow)`
+        select ${profileColumns} from profiles p
+        where ${inScope('p', scope)} and lower(p.username) = lower(${username})`),
+
+    /** Creates or replaces the user's profile; null when the username is another profile's. */
+    upsertProfile: (
+      scope: Scope,
+      profile: { userId: string; username: string; fullName: string; category: string; at: Date },
+    ) =>
+      db.maybeOne(sql.type(ProfileRow)`
+        insert into profiles as p (app_id, mode, user_id, username, full_name, category, created_at, updated_at)
+        values (${scope.appId}, ${scope.mode}, ${profile.userId}, ${profile.username}, ${profile.fullName},
+                ${profile.category}, ${sql.timestamp(profile.at)}, ${sql.timestamp(profile.at)})
+        on conflict (app_id, mode, user_id) do update
+        set username = excluded.username, full_name = excluded.full_name, category = excluded.category,
+            updated_at = excluded.updated_at
+        returning ${profileColumns}`),
+
+    setVerified: (scope: Scope, username: string, verified: boolean) =>
+      db.maybeOne(sql.type(ProfileRow)`
+        update profiles p set verified = ${verified}
+        where ${inScope('p', scope)} and lower(p.username) = lower(${username})
+        returning ${profileColumns}`),
+
+    insertBuzz: async (
+      scope: Scope,
+      buzz: { id: string; authorPk: number; type: string; text: string; at: Date },
+    ) => {
+      await db.query(sql.unsafe`
+        with buzz as (
+          insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
+          values (${buzz.id}, ${scope.appId}, ${scope.mode}, ${buzz.authorPk}, ${buzz.type}, ${buzz.text},
+                  ${sql.timestamp(buzz.at)})
+        )
+        update profiles set buzzes = buzzes + 1 where pk = ${buzz.authorPk}`);
+    },
+
+    buzz: (scope: Scope, id: string) =>
+      db.maybeOne(sql.type(BuzzRow)`
+        select ${buzzColumns} from buzzes b join profiles a on a.pk = b.author_pk
+        where b.id = ${id} and ${inScope('b', scope)} and b.deleted_at is null`),
+
+    listBuzzes: (scope: Scope, options: { authorPk?: number; after?: Position; limit: number }) =>
+      db.any(sql.type(BuzzRow)`
+        select ${buzzColumns} from buzzes b join profiles a on a.pk = b.author_pk
+        where ${options.authorPk === undefined ? inScope('b', scope) : sql.fragment`b.author_pk = ${options.authorPk}`}
+          and b.deleted_at is null ${after('b', options.after)}
+        order by b.created_at desc, b.id desc
+        limit ${options.limit}`),
+
+    /** Soft-deletes a buzz (of one author when given) and takes it off its author's count. */
+    deleteBuzz: async (scope: Scope, id: string, at: Date, authorPk?: number) =>
+      (
+        await db.maybeOne(sql.type(Pk)`
+          with gone as (
+            update buzzes b set deleted_at = ${sql.timestamp(at)}
+            where b.id = ${id} and ${inScope('b', scope)} and b.deleted_at is null
+              ${authorPk === undefined ? sql.fragment`` : sql.fragment`and b.author_pk = ${authorPk}`}
+            returning b.pk, b.author_pk
+          )
+          update profiles p set buzzes = p.buzzes - 1 from gone where p.pk = gone.author_pk
+          returning gone.pk`)
+      )?.pk ?? null,
+
+    /** Sets the profile's reaction; answers whether it is new and the buzz's reactions after it. */
+    react: async (buzzPk: number, profilePk: number, kind: string, at: Date) => {
+      // xmax is 0 on a row this statement inserted, not on one it updated.
+      const isNew = await db.oneFirst(sql.type(z.object({ inserted: z.boolean() }))`
+        insert into buzz_reactions (buzz_pk, profile_pk, kind, created_at)
+        values (${buzzPk}, ${profilePk}, ${kind}, ${sql.timestamp(at)})
+        on conflict (buzz_pk, profile_pk) do update set kind = excluded.kind
+        returning xmax = 0 as inserted`);
+      const reactions = await db.oneFirst(sql.type(Count)`
+        update buzzes set reactions = reactions + ${isNew ? 1 : 0} where pk = ${buzzPk}
+        returning reactions as count`);
+      return { isNew, reactions };
+    },
+
+    /** Removes the profile's reaction; answers whether there was one. */
+    unreact: async (buzzPk: number, profilePk: number) =>
+      (await db.maybeOne(sql.type(Pk)`
+          with gone as (
+            delete from buzz_reactions where buzz_pk = ${buzzPk} and profile_pk = ${profilePk} returning buzz_pk
+          )
+          update buzzes b set reactions = b.reactions - 1 from gone where b.pk = gone.buzz_pk
+          returning b.pk`)) !== null,
+
+    insertComment: async (comment: {
+      id: string;
+      buzzPk: number;
+      authorPk: number;
+      text: string;
+      at: Date;
+    }) => {
+      await db.query(sql.unsafe`
+        with comment as (
+          insert into buzz_comments (id, buzz_pk, author_pk, text, created_at)
+          values (${comment.id}, ${comment.buzzPk}, ${comment.authorPk}, ${comment.text}, ${sql.timestamp(comment.at)})
+        )
+        update buzzes set comments = comments + 1 where pk = ${comment.buzzPk}`);
+    },
+
+    listComments: (buzzPk: number, options: { after?: Position; limit: number }) =>
+      db.any(sql.type(CommentRow)`
+        select c.id, b.id as buzz_id, c.text, c.created_at, a.user_id as author_id, a.username as author_username
+        from buzz_comments c join buzzes b on b.pk = c.buzz_pk join profiles a on a.pk = c.author_pk
+        where c.buzz_pk = ${buzzPk} ${after('c', options.after)}
+        order by c.created_at desc, c.id desc
+        limit ${options.limit}`),
+
+    /**
+     * Follows a profile; answers whether the follow is new and the followee's followers after it. Both
+     * counters change in one statement, which locks the two rows in key order: two users following
+     * each other at once cannot deadlock.
+     */
+    follow: async (followerPk: number, followeePk: number, at: Date) => {
+      const added = await db.maybeOne(sql.type(Pk)`
+        insert into follows (follower_pk, followee_pk, created_at)
+        values (${followerPk}, ${followeePk}, ${sql.timestamp(at)})
+        on conflict do nothing returning followee_pk as pk`);
+      const step = added ? 1 : 0;
+      return {
+        isNew: added !== null,
+        followers: await db.oneFirst(sql.type(Count)`
+          with counted as (
+            update profiles set
+              followers = followers + case when pk = ${followeePk} then ${step} else 0 end,
+              following = following + case when pk = ${followerPk} then ${step} else 0 end
+            where pk in (${followerPk}, ${followeePk})
+            returning pk, followers
+          )
+          select followers as count from counted where pk = ${followeePk}`),
+      };
+    },
+
+    unfollow: async (followerPk: number, followeePk: number) =>
+      (await db.oneFirst(sql.type(Count)`
+        with gone as (
+          delete from follows where follower_pk = ${followerPk} and followee_pk = ${followeePk}
+          returning follower_pk
+        ), counted as (
+          update profiles set
+            followers = followers - case when pk = ${followeePk} then 1 else 0 end,
+            following = following - case when pk = ${followerPk} then 1 else 0 end
+          from gone where pk in (${followerPk}, ${followeePk})
+          returning pk
+        )
+        select count(*)::int as count from gone`)) > 0,
+
+    /**
+     * Profiles whose username or full name holds something close to q (typos and prefixes, accents
+     * and case ignored). The candidates are the nearest names (the GiST index walks them in order)
+     * and the exact username; they rank exact first, then closeness, verified, followed by the
+     * viewer, followers.
+     */
+    searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) =>
+      db.any(sql.type(ProfileRow)`
+        with folded as (select svc_fold(${q}) as q),
+        candidates as (
+          (select p.pk from profiles p, folded
+           where ${inScope('p', scope)}
+           order by p.search_name <->> folded.q
+           limit ${SEARCH_PROFILE_CANDIDATES})
+          union
+          select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${q})
+        )
+        select ${profileColumns}
+        from candidates c join profiles p on p.pk = c.pk, folded
+        where folded.q <% p.search_name or lower(p.username) = lower(${q})
+        order by lower(p.username) = lower(${q}) desc,
+                 round(word_similarity(folded.q, p.search_name)::numeric, 1) desc,
+                 p.verified desc,
+                 ${viewerPk === undefined ? sql.fragment`` : sql.fragment`exists (select 1 from follows f where f.follower_pk = ${viewerPk} and f.followee_pk = p.pk) desc,`}
+                 p.followers desc, p.pk
+        limit ${limit}`),
+
+    /**
+     * Buzzes holding every word of q (accents and case ignored): the newest matches, best ranked
+     * first, joined to their authors only once the page is cut.
+     */
+    searchBuzzes: (scope: Scope, q: string, limit: number) =>
+      db.any(sql.type(BuzzRow)`
+        with matches as (
+          select b.pk, b.created_at, b.id, ts_rank(b.search, query) as rank
+          from buzzes b, plainto_tsquery('simple', svc_fold(${q})) query
+          where ${inScope('b', scope)} and b.search @@ query and b.deleted_at is null
+          order by b.created_at desc
+          limit ${SEARCH_BUZZ_CANDIDATES}
+        ), best as (
+          select * from matches order by rank desc, created_at desc, id desc limit ${limit}
+        )
+        select ${buzzColumns}
+        from best join buzzes b on b.pk = best.pk join profiles a on a.pk = b.author_pk
+        order by best.rank desc, best.created_at desc, best.id desc`),
+  };
+}
