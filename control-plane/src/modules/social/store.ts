@@ -199,20 +199,20 @@ export function socialStore(db: Db) {
      */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) =>
       db.any(sql.type(ProfileRow)`
-        with folded as (select svc_fold(${q}) as q),
-        candidates as (
-          (select p.pk from profiles p, folded
+        with candidates as (
+          -- The query folded in place, not joined from elsewhere: the index orders by it only then.
+          (select p.pk from profiles p
            where ${inScope('p', scope)}
-           order by p.search_name <->> folded.q
+           order by p.search_name <->> svc_fold(${q})
            limit ${SEARCH_PROFILE_CANDIDATES})
           union
           select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${q})
         )
         select ${profileColumns}
-        from candidates c join profiles p on p.pk = c.pk, folded
-        where folded.q <% p.search_name or lower(p.username) = lower(${q})
+        from candidates c join profiles p on p.pk = c.pk
+        where svc_fold(${q}) <% p.search_name or lower(p.username) = lower(${q})
         order by lower(p.username) = lower(${q}) desc,
-                 round(word_similarity(folded.q, p.search_name)::numeric, 1) desc,
+                 round(word_similarity(svc_fold(${q}), p.search_name)::numeric, 1) desc,
                  p.verified desc,
                  ${viewerPk === undefined ? sql.fragment`` : sql.fragment`exists (select 1 from follows f where f.follower_pk = ${viewerPk} and f.followee_pk = p.pk) desc,`}
                  p.followers desc, p.pk
