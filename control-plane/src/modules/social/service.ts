@@ -163,29 +163,28 @@ export function createSocialService(deps: {
     // ----- buzzes -----------------------------------------------------------------------------
 
     publish: async (user: UserPrincipal, input: { type?: string; text: string }, tx: Transaction) => {
-      const author = await myProfile(user, tx);
-      const scope = scopeOf(user);
+      const scope = await scoped(user, tx);
       const id = newId('bz');
+      const type = input.type ?? 'text';
       const at = deps.clock.now();
-      await socialStore(tx).insertBuzz(scope, {
+      const author = await socialStore(tx).publishBuzz(scope, {
         id,
-        authorPk: author.pk,
-        type: input.type ?? 'text',
+        userId: user.userId,
+        type,
         text: input.text,
         at,
       });
-      const buzz = presentBuzz({
-        pk: 0,
+      if (!author) throw profileRequired();
+      const buzz = {
         id,
-        type: input.type ?? 'text',
+        type,
         text: input.text,
         reactions: 0,
         comments: 0,
-        created_at: at,
-        author_pk: author.pk,
+        created_at: at.toISOString(),
         author_id: author.user_id,
         author_username: author.username,
-      });
+      };
       await deps.outbox.emit(tx, {
         ...scope,
         type: 'buzz.created',

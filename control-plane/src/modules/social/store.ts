@@ -32,6 +32,7 @@ const after = (alias: string, position: Position | undefined) =>
     : sql.fragment``;
 
 const Pk = z.object({ pk: z.number() });
+const Author = z.object({ pk: z.number(), user_id: z.string(), username: z.string() });
 const Count = z.object({ count: z.number() });
 
 /** SQL of profiles, buzzes, reactions, comments and follows. Takes any connection or transaction. */
@@ -66,18 +67,23 @@ export function socialStore(db: Db) {
         where ${inScope('p', scope)} and lower(p.username) = lower(${username})
         returning ${profileColumns}`),
 
-    insertBuzz: async (
-      scope: Scope,
-      buzz: { id: string; authorPk: number; type: string; text: string; at: Date },
-    ) => {
-      await db.query(sql.unsafe`
-        with buzz as (
+    /**
+     * Publishes a buzz as the user's profile, counted on it, in one statement; answers the author,
+     * or null when the user has no profile (nothing written).
+     */
+    publishBuzz: (scope: Scope, buzz: { id: string; userId: string; type: string; text: string; at: Date }) =>
+      db.maybeOne(sql.type(Author)`
+        with author as (
+          update profiles p set buzzes = p.buzzes + 1
+          where ${inScope('p', scope)} and p.user_id = ${buzz.userId}
+          returning p.pk, p.user_id, p.username
+        ), buzz as (
           insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
-          values (${buzz.id}, ${scope.appId}, ${scope.mode}, ${buzz.authorPk}, ${buzz.type}, ${buzz.text},
-                  ${sql.timestamp(buzz.at)})
+          select ${buzz.id}, ${scope.appId}, ${scope.mode}, author.pk, ${buzz.type}, ${buzz.text},
+                 ${sql.timestamp(buzz.at)}
+          from author
         )
-        update profiles set buzzes = buzzes + 1 where pk = ${buzz.authorPk}`);
-    },
+        select pk, user_id, username from author`),
 
     buzz: (scope: Scope, id: string) =>
       db.maybeOne(sql.type(BuzzRow)`
