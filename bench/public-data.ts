@@ -1,0 +1,386 @@
+/**
+ * Public data at scale, through the whole HTTP pipeline of one process on the test stack: buzz lists
+ * and search on an app holding `profiles` profiles and `buzzes` buzzes, and publishing against
+ * floor (a) of bench/core.ts.
+ *
+ * The data is generated in SQL, into a fresh app called with a live key (no sandbox is seeded), by
+ * INSERT … SELECT FROM generate_series in batches: usernames user000001…, full names from a small list
+ * of names with accents, 1% verified; buzzes over the last year, their authors skewed (a few with
+ * thousands, most with a handful), their texts from word lists of five languages with accents, and a
+ * third of them ending in a rarer tag (#café42). The apps of earlier runs stay in the tables, as other
+ * apps would.
+ *
+ * Then, with `concurrency` calls in flight:
+ *   lists: GET /v1/buzzes?author=… of heavy and light authors, then second pages by their cursors;
+ *   search: GET /v1/search of names, typos, partial usernames and words, each kind also apart;
+ *   publishing: POST /v1/me/buzzes with user tokens, and floor (a) (one INSERT in one transaction),
+ *   measured in turns (four rounds each) so that the drift of a shared machine hits both alike.
+ *
+ *   npm run stack -- up --profile test && npx tsx bench/public-data.ts [profiles] [buzzes] [calls] [concurrency]
+ */
+import { randomInt } from 'node:crypto';
+import { buildApp } from '../control-plane/src/app.js';
+import { loadSettings } from '../control-plane/src/config/load.js';
+import { createContainer } from '../control-plane/src/container.js';
+import { statement } from '../control-plane/src/db/transaction.js';
+import { USER_LIMITS } from '../control-plane/src/modules/social/schema.js';
+import { inTransaction } from '../control-plane/src/platform/transaction.js';
+import { mountFloors } from '../control-plane/test/floors.js';
+import { createCustomer } from '../control-plane/test/support.js';
+import { percentile, runConcurrently, useTestStackSettings } from './support.js';
+
+useTestStackSettings();
+const profiles = Number(process.argv[2] ?? 100_000);
+const buzzes = Number(process.argv[3] ?? 1_000_000);
+const calls = Number(process.argv[4] ?? 3_000);
+const concurrency = Number(process.argv[5] ?? 16);
+const container = await createContainer(loadSettings(process.env));
+const app = await buildApp(container, { logger: false });
+await mountFloors(app, container);
+await app.ready();
+
+const words = (text: string) => text.split(' ');
+const FIRST_NAMES = words(
+  'José María Zoë François Jürgen Søren Ana João Chloé Renée Björn Inés Andrés Lucía Noémie Matthäus Ángel Hélène Raúl Oskar',
+);
+const LAST_NAMES = words(
+  'García Müller Lefèvre Gonçalves Núñez Schröder Dubois Peña Åberg Jiménez Fernández Brontë Łukasiewicz Ødegaard' +
+    ' Rodríguez Silva Martín Köhler Bélanger Sánchez',
+);
+const NAMES = [...FIRST_NAMES, ...LAST_NAMES];
+/** Most profiles say nothing of what they are. */
+const CATEGORIES = ['', '', '', 'musician', 'athlete', 'café', 'developer', 'writer', 'photographer', 'chef'];
+/** What people write, per language, as many words each: the first words are drawn most often. */
+const LANGUAGES = [
+  words(
+    'the and coffee morning music friends weekend city coding game tonight finally new summer rain book garden' +
+      ' train office dinner photo sunset release concert football bread market river mountain holiday café naïve' +
+      ' résumé jalapeño fiancée piñata school project bicycle festival',
+  ),
+  words(
+    'de el café mañana canción fútbol ciudad niños música corazón playa días año está también después camión' +
+      ' jardín película pequeño sueño árbol lección fácil rápido cumpleaños montaña río tortilla paella sevilla' +
+      ' león ratón cómo qué allí jamás pingüino búho baño',
+  ),
+  words(
+    'le la été café très où garçon château forêt fenêtre élève déjà noël hôpital théâtre crème brûlée pâtisserie' +
+      ' français être même fête île hôtel première rivière bibliothèque marché cœur sœur naïf maïs goût août écran' +
+      ' soirée journée musée réunion voilà',
+  ),
+  words(
+    'de não coração ação café manhã pão irmão mãe avó você está também música praia cidade saudade lição canção' +
+      ' atenção três açúcar maçã órgão ônibus sábado domingo férias futebol português obrigado amanhã país razão' +
+      ' feijão árvore água céu estação sorvete',
+  ),
+  words(
+    'der die und schön müde grün straße mädchen über für größe bäcker brötchen käse frühstück fußball küche' +
+      ' zürich köln münchen österreich ärger glück hände tür schüler gemütlich wochenende wanderung regen sonne' +
+      ' übung lösung prüfung bücher fräulein äpfel öffnen würde müller',
+  ),
+];
+const PER_LANGUAGE = LANGUAGES[0]!.length;
+if (LANGUAGES.some((language) => language.length !== PER_LANGUAGE))
+  throw new Error('languages differ in length');
+/** The SQL picks a buzz's words by offset into this list: its language's block. */
+const WORDS = LANGUAGES.flat();
+/** A list as one parameter, which the SQL splits again: no value holds a comma. */
+const listParameter = (values: readonly string[]) => values.join(',');
+/** Tags end in a number below this: each tag is in a few dozen buzzes. */
+const TAG_NUMBERS = 100;
+
+const owner = await createCustomer(container, {
+  mode: 'live',
+  plan: 'scale',
+  dailyRequestCap: 100_000_000,
+  balanceMicros: 1_000_000_000_000,
+});
+const appId = owner.app.id;
+const secretKey = { authorization: `Bearer ${owner.token}` };
+const seconds = (since: number) => ((performance.now() - since) / 1000).toFixed(1);
+const userNumber = (n: number) => String(n).padStart(6, '0');
+
+// ----- loading ----------------------------------------------------------------------------------
+
+/** Rows per statement: one transaction each, so that the load prints its progress. */
+const BATCH = 200_000;
+
+/** A statement of the load, in a transaction of its own, past the pool's timeout (set for API calls). */
+const unbounded = (query: ReturnType<typeof statement>) =>
+  inTransaction(container.pool, async (tx) => {
+    await tx.query(statement`set local statement_timeout = 0`);
+    await tx.query(query);
+  });
+
+async function load(
+  label: string,
+  total: number,
+  insert: (from: number, to: number) => ReturnType<typeof statement>,
+) {
+  const started = performance.now();
+  for (let from = 1; from <= total; from += BATCH) {
+    const to = Math.min(total, from + BATCH - 1);
+    await unbounded(insert(from, to));
+    console.log(`  ${label}: ${to} of ${total} (${seconds(started)} s)`);
+  }
+}
+
+console.log(
+  `public data: ${profiles} profiles, ${buzzes} buzzes; ${calls} calls a measure, ${concurrency} in flight, node ${process.version}`,
+);
+console.log(`loading into app ${appId} (live)`);
+const loadStarted = performance.now();
+await load(
+  'profiles',
+  profiles,
+  (from, to) => statement`
+    insert into profiles (app_id, mode, user_id, username, full_name, category, verified, created_at, updated_at)
+    select ${appId}, 'live', 'u' || n, 'user' || n,
+           (string_to_array(${listParameter(FIRST_NAMES)}, ','))[1 + floor(random() * ${FIRST_NAMES.length})::int]
+             || ' ' ||
+             (string_to_array(${listParameter(LAST_NAMES)}, ','))[1 + floor(random() * ${LAST_NAMES.length})::int],
+           (string_to_array(${listParameter(CATEGORIES)}, ','))[1 + floor(random() * ${CATEGORIES.length})::int],
+           i % 100 = 0, at, at
+    from (select i, lpad(i::text, 6, '0') as n, now() - interval '1 year' - random() * interval '1 year' as at
+          from generate_series(${from}::int, ${to}::int) i) numbered`,
+);
+// Buzzes in the order of their times, as a service writes them: the newest sit together in the heap,
+// which the newest-first scans of lists and search rely on. Authors: the cube of a uniform draw piles
+// buzzes onto the first usernames (user000001 has some 2% of them) and leaves a few to each other one.
+// The subquery draws once per buzz (random() keeps the planner from flattening it); the correlated one
+// draws each word, its `order by k` making string_agg an aggregate of the inner query (of outer
+// columns only, it would aggregate the outer one).
+await load(
+  'buzzes',
+  buzzes,
+  (from, to) => statement`
+    with vocabulary as (select string_to_array(${listParameter(WORDS)}, ',') as words)
+    insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
+    select 'bz_' || left(md5(${appId} || ':' || g), 20), ${appId}, 'live', p.pk, 'text',
+           (select string_agg(words[language + 1 + floor(power(random(), 2) * ${PER_LANGUAGE})::int], ' '
+                              order by k)
+            from generate_series(1, length) k) ||
+             case when g % 3 = 0
+               then ' #' || words[language + 1 + floor(random() * ${PER_LANGUAGE})::int] || (g % ${TAG_NUMBERS})
+               else '' end,
+           at
+    from (select g, ${PER_LANGUAGE} * floor(random() * ${LANGUAGES.length})::int as language,
+                 4 + floor(random() * 20)::int as length,
+                 'u' || lpad((1 + floor(${profiles} * power(random(), 3)))::int::text, 6, '0') as author,
+                 now() - (1 - (g - random()) / ${buzzes}) * interval '1 year' as at
+          from generate_series(${from}::int, ${to}::int) g) drawn
+    cross join vocabulary
+    join profiles p on p.app_id = ${appId} and p.mode = 'live' and p.user_id = drawn.author
+    order by g`,
+);
+const countersStarted = performance.now();
+await unbounded(statement`
+  update profiles p set buzzes = counted.buzzes
+  from (select author_pk, count(*)::int as buzzes from buzzes
+        where app_id = ${appId} and mode = 'live' and deleted_at is null group by author_pk) counted
+  where p.pk = counted.author_pk`);
+// VACUUM rather than ANALYZE alone: it also empties the search index's pending list (which every
+// search would otherwise scan) and sets the visibility map, as autovacuum soon would, so that
+// autovacuum does not start on the new rows in the middle of the measures.
+await container.pool.connect(async (connection) => {
+  await connection.query(statement`set statement_timeout = 0`);
+  await connection.query(statement`vacuum (analyze) profiles, buzzes`);
+  await connection.query(statement`reset statement_timeout`);
+});
+console.log(`  counters, vacuum and analyze (${seconds(countersStarted)} s)`);
+
+const counts: { profiles: number; buzzes: number; all_profiles: number; all_buzzes: number } =
+  await container.pool.one(statement`
+    select (select count(*) from profiles where app_id = ${appId}) as profiles,
+           (select count(*) from buzzes where app_id = ${appId}) as buzzes,
+           (select count(*) from profiles) as all_profiles,
+           (select count(*) from buzzes) as all_buzzes`);
+const spread: { thousands: number; most: number; median: number } = await container.pool.one(statement`
+  select count(*) filter (where buzzes >= 1000) as thousands, max(buzzes) as most,
+         percentile_disc(0.5) within group (order by buzzes) as median
+  from profiles where app_id = ${appId} and mode = 'live'`);
+console.log(
+  `loaded in ${seconds(loadStarted)} s: the app holds ${counts.profiles} profiles and ${counts.buzzes} buzzes` +
+    ` (${spread.thousands} authors with 1000 or more, the most ${spread.most}, the median ${spread.median});` +
+    ` the tables hold ${counts.all_profiles} profiles and ${counts.all_buzzes} buzzes`,
+);
+
+// ----- measuring ----------------------------------------------------------------------------------
+
+interface Run {
+  elapsed: number;
+  latencies: number[];
+}
+
+interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+interface Figures extends Percentiles {
+  perSecond: number;
+}
+
+const WARM_UP = Math.min(200, calls);
+/** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
+const ROUNDS = 4;
+
+async function timed(count: number, request: () => Promise<unknown>): Promise<Run> {
+  const started = performance.now();
+  const latencies = await runConcurrently(count, concurrency, async () => void (await request()));
+  return { elapsed: performance.now() - started, latencies };
+}
+
+function percentiles(latencies: number[]): Percentiles {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99) };
+}
+
+function figures(runs: Run[]): Figures {
+  const latencies = runs.flatMap((run) => run.latencies);
+  const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
+  return { perSecond: (latencies.length / elapsed) * 1000, ...percentiles(latencies) };
+}
+
+const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
+const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
+const line = (label: string, f: Figures) =>
+  `  ${label.padEnd(46)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
+const goal = (f: Figures, p95Below: number) =>
+  `    goal p95 < ${p95Below} ms: ${f.p95 < p95Below ? 'met' : 'NOT met'}`;
+
+/** A call from an address of its own; anything but a success ends the bench. */
+async function call(method: 'GET' | 'POST', url: string, headers: Record<string, string>, payload?: object) {
+  const response = await app.inject({
+    method,
+    url,
+    headers,
+    remoteAddress: `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`,
+    ...(payload ? { payload } : {}),
+  });
+  if (response.statusCode >= 300)
+    throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
+  return response;
+}
+
+const pickOne = <T>(list: readonly T[]) => list[randomInt(list.length)]!;
+/** What a user types: no accents, lower case. */
+const fold = (text: string) =>
+  text
+    .normalize('NFD')
+    .replace(/\p{Mn}/gu, '')
+    .toLowerCase();
+/** Two neighbouring letters swapped. */
+function typo(word: string) {
+  const at = randomInt(word.length - 1);
+  return word.slice(0, at) + word.charAt(at + 1) + word.charAt(at) + word.slice(at + 2);
+}
+
+const heavy: readonly string[] = await container.pool.anyFirst(statement`
+  select username from profiles where app_id = ${appId} and mode = 'live' order by buzzes desc limit 20`);
+const light: readonly string[] = await container.pool.anyFirst(statement`
+  select username from profiles where app_id = ${appId} and mode = 'live' order by random() limit 1000`);
+
+// Lists: heavy and light authors in turns; the second pages follow the cursors the first ones gave.
+const secondPages: { author: string; cursor: string }[] = [];
+let listed = 0;
+const firstPage = async () => {
+  const author = pickOne(listed++ % 2 === 0 ? heavy : light);
+  const page: { next_cursor: string | null } = (
+    await call('GET', `/v1/buzzes?author=${author}&limit=20`, secretKey)
+  ).json();
+  if (page.next_cursor) secondPages.push({ author, cursor: page.next_cursor });
+};
+let paged = 0;
+const secondPage = () => {
+  const { author, cursor } = secondPages[paged++ % secondPages.length]!;
+  return call('GET', `/v1/buzzes?author=${author}&limit=20&cursor=${cursor}`, secretKey);
+};
+
+console.log(`\nlists and search (${WARM_UP} calls of warm-up each)`);
+await timed(WARM_UP, firstPage);
+const firstPages = figures([await timed(calls, firstPage)]);
+console.log(line('GET /v1/buzzes?author, first page', firstPages));
+console.log(goal(firstPages, 10));
+await timed(WARM_UP, secondPage);
+const nextPages = figures([await timed(calls, secondPage)]);
+console.log(line('GET /v1/buzzes?author&cursor, second page', nextPages));
+console.log(goal(nextPages, 10));
+
+// Search: the kinds in turns, both groups (profiles and buzzes) each time, as an app's search box.
+const SEARCHES: [kind: string, query: () => string][] = [
+  ['name', () => fold(pickOne(NAMES))],
+  ['name with a typo', () => typo(fold(pickOne(NAMES)))],
+  ['partial username (user0421)', () => `user${userNumber(randomInt(1, profiles + 1)).slice(0, 4)}`],
+  ['word', () => fold(pickOne(WORDS))],
+  [
+    'two words',
+    () => {
+      const language = pickOne(LANGUAGES);
+      return `${fold(pickOne(language))} ${fold(pickOne(language))}`;
+    },
+  ],
+  ['rare word (a tag: cafe42)', () => `${fold(pickOne(WORDS))}${randomInt(TAG_NUMBERS)}`],
+];
+/** A search task that records each call's latency under its kind in `byKind`. */
+const searchOf = (byKind: Map<string, number[]>) => {
+  let searched = 0;
+  return async () => {
+    const [kind, query] = SEARCHES[searched++ % SEARCHES.length]!;
+    const started = performance.now();
+    await call('GET', `/v1/search?q=${encodeURIComponent(query())}&limit=20`, secretKey);
+    byKind.get(kind)?.push(performance.now() - started);
+  };
+};
+const kinds = () => new Map(SEARCHES.map(([kind]) => [kind, [] as number[]]));
+await timed(WARM_UP, searchOf(kinds()));
+const byKind = kinds();
+const searches = figures([await timed(calls, searchOf(byKind))]);
+console.log(line('GET /v1/search', searches));
+console.log(goal(searches, 50));
+for (const [kind, latencies] of byKind) {
+  console.log(`    ${kind.padEnd(44)} ${latencyLine(percentiles(latencies))}`);
+}
+
+// Publishing: each user may publish USER_LIMITS.buzzes.limit buzzes an hour, so the calls are spread
+// over enough of the loaded profiles' users.
+const publishCalls = WARM_UP + ROUNDS * Math.ceil(calls / ROUNDS);
+const publishers = Math.max(64, Math.ceil(publishCalls / USER_LIMITS.buzzes.limit));
+const userTokens = await Promise.all(
+  Array.from({ length: publishers }, async (_, k) => {
+    const userId = `u${userNumber(1 + Math.floor((k * profiles) / publishers))}`;
+    const minted: { token: string } = (
+      await call('POST', `/v1/users/${userId}/tokens`, secretKey, {})
+    ).json();
+    return { authorization: `Bearer ${minted.token}` };
+  }),
+);
+const sentence = () => {
+  const language = pickOne(LANGUAGES);
+  return Array.from({ length: 12 }, () => pickOne(language)).join(' ');
+};
+let published = 0;
+const publish = () =>
+  call('POST', '/v1/me/buzzes', userTokens[published++ % publishers]!, { text: sentence() });
+const floor = () => call('POST', '/bench/floor/insert', {});
+
+console.log(`\npublishing, ${publishers} users, in turns with its floor (${ROUNDS} rounds)`);
+await timed(WARM_UP, floor);
+await timed(WARM_UP, publish);
+const floorRuns: Run[] = [];
+const publishRuns: Run[] = [];
+for (let round = 0; round < ROUNDS; round += 1) {
+  floorRuns.push(await timed(Math.ceil(calls / ROUNDS), floor));
+  publishRuns.push(await timed(Math.ceil(calls / ROUNDS), publish));
+}
+const publishing = figures(publishRuns);
+const floorFigures = figures(floorRuns);
+console.log(line('POST /v1/me/buzzes', publishing));
+console.log(line('  its floor (a) one INSERT in one transaction', floorFigures));
+console.log(
+  `    ratio ${(publishing.perSecond / floorFigures.perSecond).toFixed(2)}× (a) throughput (≥ 0.5 wanted);` +
+    ` p99 ${(publishing.p99 / floorFigures.p99).toFixed(2)}× the floor's`,
+);
+
+await app.close();
+await container.close();
