@@ -369,9 +369,16 @@ describe('profiles', () => {
     expect(patched.statusCode, patched.body).toBe(200);
     expect(patched.json()).toMatchObject({ id: user.userId, username: user.username, verified: true });
     expect((await profileOf(key, user.username)).verified).toBe(true);
-    // The user's own replacement keeps it.
+    // The user's own replacement keeps it; another name needs verifying again.
     const replaced = await asUser(user.token, 'PUT', '/v1/me/profile', { username: user.username });
     expect(replaced.json().verified).toBe(true);
+    const renamed = `${user.username}_2`.slice(0, 30);
+    expect((await asUser(user.token, 'PUT', '/v1/me/profile', { username: renamed })).json().verified).toBe(
+      false,
+    );
+    expect((await profileOf(key, renamed)).verified).toBe(false);
+    await asUser(user.token, 'PUT', '/v1/me/profile', { username: user.username });
+    await callWithKey(ctx.app, key, 'PATCH', `/v1/profiles/${user.username}`, { verified: true });
 
     const unset = await callWithKey(ctx.app, key, 'PATCH', `/v1/profiles/${user.username}`, {
       verified: false,
@@ -650,7 +657,8 @@ describe('reactions', () => {
     expectError(await asUser(fan!.token, 'PUT', `/v1/me/buzzes/bz_${tag()}/reaction`, { kind: 'like' }), 404);
     const noProfile = await mintToken(key, `np-${tag()}`);
     expectError(await asUser(noProfile, 'PUT', url, { kind: 'like' }), 409, 'PROFILE_REQUIRED');
-    expectError(await asUser(noProfile, 'DELETE', url), 409, 'PROFILE_REQUIRED');
+    // Nothing of theirs to remove: a 404, as for any reaction that is not the caller's.
+    expect((await asUser(noProfile, 'DELETE', url)).statusCode).toBe(404);
     expect((await buzzOf(key, buzz.id)).reactions).toBe(1);
   });
 });
@@ -1309,6 +1317,16 @@ describe('events', () => {
 });
 
 describe('the sandbox', () => {
+  it('keeps the sandbox seeded by a first write that then fails', async () => {
+    const { token: key, app } = await createCustomer(ctx.container);
+    const noProfile = await mintToken(key, `nobody-${tag()}`);
+    expectError(await asUser(noProfile, 'POST', '/v1/me/buzzes', { text: 'first' }), 409, 'PROFILE_REQUIRED');
+    const seeded = await ctx.container.pool.maybeOne(
+      sql.unsafe`select seeded_at from sandboxes where app_id = ${app.id}`,
+    );
+    expect(seeded).not.toBeNull();
+  });
+
   it('gives a test key’s app fixtures on its first call, and a live key none', async () => {
     const { token: key, app } = await createCustomer(ctx.container, { balanceMicros: FUNDS });
     const first = await read(key, '/v1/buzzes');
@@ -1341,9 +1359,12 @@ describe('the sandbox', () => {
     // Found by profile search: as a sandbox user, then as the app's server; a live key finds none.
     const asSandboxUser = await asUser(sandboxUser, 'GET', `/v1/me/search?q=${sandboxName}&type=profiles`);
     expect(asSandboxUser.statusCode, asSandboxUser.body).toBe(200);
-    expect(asSandboxUser.json().profiles[0]).toMatchObject({
+    // The app's user ids go to its server only.
+    expect(asSandboxUser.json().profiles[0]).toEqual({
       username: sandboxName,
-      id: page.items[0]!.author_id,
+      full_name: expect.any(String),
+      verified: expect.any(Boolean),
+      followers: expect.any(Number),
     });
     const found = await read(key, `/v1/search?q=${sandboxName}`);
     expect(found.statusCode, found.body).toBe(200);

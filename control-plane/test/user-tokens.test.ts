@@ -157,6 +157,17 @@ describe('who may call what', () => {
     }
   });
 
+  it('never locks an address out for bad user tokens: they guess nothing, and neighbours share it', async () => {
+    const customer = await createCustomer(ctx.container);
+    const token = await userToken(customer.token, 'u1');
+    const address = uniqueAddress();
+    const from = (authorization: string, url = '/v1/me/search?q=x') =>
+      ctx.app.inject({ method: 'GET', url, headers: { authorization }, remoteAddress: address });
+    for (let i = 0; i < 25; i += 1) expect((await from('Bearer undefined')).statusCode).toBe(401);
+    expect((await from(`Bearer ${token}`)).statusCode).toBe(200);
+    expect((await from(`Bearer ${customer.token}`, '/v1/realtime/balance')).statusCode).toBe(200);
+  });
+
   it('refuses the tokens of a revoked key', async () => {
     const customer = await createCustomer(ctx.container);
     const token = await userToken(customer.token, 'u1');

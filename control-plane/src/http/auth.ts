@@ -95,7 +95,9 @@ const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
       return {
         ok: false,
         error: errors.unauthenticated(`Invalid user token: ${USER_REFUSAL_MESSAGES[check.refusal]}`),
-        countsTowardLockout: check.refusal === 'malformed' || check.refusal === 'invalid',
+        // A signature cannot be guessed, so counting refusals protects nothing; it would let one
+        // buggy client lock out everyone behind its address, the app's own server included.
+        countsTowardLockout: false,
       };
     },
     missing: () => errors.unauthenticated('No user token: send it as "Authorization: Bearer <user token>"'),

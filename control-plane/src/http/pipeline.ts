@@ -50,7 +50,7 @@ const CLIENT_HEADERS: Partial<Record<AuthKind, string>> = {
 const CORS_HEADERS = {
   'access-control-allow-origin': '*',
   'access-control-expose-headers':
-    'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset',
+    'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after',
 };
 
 function errorStatuses(declared: Route): ErrorStatus[] {

@@ -41,10 +41,7 @@ export interface UserPrincipal extends Principal {
   userId: string;
 }
 
-/**
- * Why a user token was refused: `malformed` and `invalid` (a forgery, another service's or app's
- * token) count toward the address's lockout; `expired`, `revoked` and `key-revoked` do not.
- */
+/** Why a user token was refused (none counts toward the address's invalid-key lockout). */
 export type UserRefusal = 'malformed' | 'invalid' | 'expired' | 'revoked' | 'key-revoked';
 
 export type UserCheck = { ok: true; principal: UserPrincipal } | { ok: false; refusal: UserRefusal };

@@ -126,6 +126,7 @@ export const socialRoutes = (social: SocialService) => [
     summary: 'The user’s own profile',
     response: Profile,
     errors: [409],
+    perUser: USER_LIMITS.reads,
     handler: ({ caller }) => social.getMyProfile(caller),
   }),
   route({
@@ -251,6 +252,7 @@ export const socialRoutes = (social: SocialService) => [
     summary: 'Search as the user: the profiles they follow rank ahead',
     query: SearchQuery,
     response: SearchResult,
+    perUser: USER_LIMITS.reads,
     handler: ({ caller, query }) => social.search(caller, query, caller),
   }),
 ];

@@ -32,6 +32,8 @@ export const USER_LIMITS = {
   comments: { name: 'comments', limit: 300, windowSeconds: 3_600 },
   reactions: { name: 'reactions', limit: 1_000, windowSeconds: 3_600 },
   follows: { name: 'follows', limit: 500, windowSeconds: 3_600 },
+  /** The user's own reads (their profile, their search): one a second on average. */
+  reads: { name: 'reads', limit: 3_600, windowSeconds: 3_600 },
 } as const satisfies Record<string, UserLimit>;
 
 const Username = Type.String({
@@ -169,7 +171,9 @@ export const SearchResult = Type.Object(
     profiles: Type.Array(
       Type.Object(
         {
-          id: Type.String(),
+          id: Type.Optional(
+            Type.String({ description: 'The profile id (the app’s user id): secret key only' }),
+          ),
           username: Type.String(),
           full_name: Type.String(),
           verified: Type.Boolean(),
@@ -185,7 +189,7 @@ export const SearchResult = Type.Object(
           id: Type.String(),
           type: Type.String(),
           text: Type.String(),
-          author_id: Type.String(),
+          author_id: Type.Optional(Type.String({ description: 'The author’s profile id: secret key only' })),
           author_username: Type.String(),
           created_at: Type.String({ format: 'date-time' }),
         },

@@ -69,37 +69,35 @@ export function createSocialService(deps: {
 
   /**
    * Seeds a test app's sandbox before its first read or write (a user could otherwise take a
-   * fixture's username first). A write seeds in its own transaction: a second connection from the
-   * pool, taken while this one is held, could wait forever once every connection waits likewise.
+   * fixture's username first), in a transaction of its own: a write that fails afterwards keeps the
+   * sandbox. Called before a write's first statement, while its transaction holds no connection yet.
    */
-  async function ensureSandbox(scope: Scope, tx?: Transaction): Promise<void> {
+  async function ensureSandbox(scope: Scope): Promise<void> {
     if (scope.mode !== 'test' || seeded.has(scope.appId)) return;
-    const seed = async (db: Transaction) => {
+    await inTransaction(deps.pool, async (tx) => {
       // Replicas seeding the same app at once wait for the first, then find it seeded.
-      await db.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('sandbox:' || ${scope.appId}))`);
-      const done = await db.exists(sql.unsafe`select 1 from sandboxes where app_id = ${scope.appId}`);
-      if (!done) await seedSandbox(db, scope.appId, deps.clock.now());
-    };
-    if (tx) {
-      await seed(tx);
-      tx.afterCommit(async () => void seeded.add(scope.appId));
-    } else {
-      await inTransaction(deps.pool, seed);
-      seeded.add(scope.appId);
-    }
+      await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('sandbox:' || ${scope.appId}))`);
+      const done = await tx.exists(sql.unsafe`select 1 from sandboxes where app_id = ${scope.appId}`);
+      if (!done) await seedSandbox(tx, scope.appId, deps.clock.now());
+    });
+    seeded.add(scope.appId);
   }
 
-  /** The scope of a call, its sandbox seeded first (in the write's transaction, for a write). */
-  async function scoped(principal: Principal, tx?: Transaction): Promise<Scope> {
+  /** The scope of a call, its sandbox seeded first. */
+  async function scoped(principal: Principal): Promise<Scope> {
     const scope = scopeOf(principal);
-    await ensureSandbox(scope, tx);
+    await ensureSandbox(scope);
     return scope;
   }
 
-  /** The user's profile, read in the write's transaction. */
-  async function myProfile(user: UserPrincipal, tx?: Transaction) {
-    const profile = await socialStore(tx ?? deps.pool).profileOfUser(await scoped(user, tx), user.userId);
-    if (!profile) throw profileRequired();
+  /**
+   * The user's profile, read in the write's transaction. Without one, a write that needs it is a
+   * 409; a delete of something of theirs a 404 (there is nothing of theirs to delete).
+   */
+  async function myProfile(user: UserPrincipal, tx?: Transaction, missing: () => Error = profileRequired) {
+    const scope = await scoped(user);
+    const profile = await socialStore(tx ?? deps.pool).profileOfUser(scope, user.userId);
+    if (!profile) throw missing();
     return profile;
   }
 
@@ -137,7 +135,7 @@ export function createSocialService(deps: {
       input: { username: string; full_name?: string; category?: string },
       tx: Transaction,
     ) => {
-      const scope = await scoped(user, tx);
+      const scope = await scoped(user);
       try {
         const profile = await socialStore(tx).upsertProfile(scope, {
           userId: user.userId,
@@ -155,7 +153,7 @@ export function createSocialService(deps: {
     },
 
     setVerified: async (principal: Principal, username: string, verified: boolean, tx: Transaction) => {
-      const profile = await socialStore(tx).setVerified(await scoped(principal, tx), username, verified);
+      const profile = await socialStore(tx).setVerified(await scoped(principal), username, verified);
       if (!profile) throw errors.notFound(`Profile ${username}`);
       return presentProfile(profile);
     },
@@ -163,7 +161,7 @@ export function createSocialService(deps: {
     // ----- buzzes -----------------------------------------------------------------------------
 
     publish: async (user: UserPrincipal, input: { type?: string; text: string }, tx: Transaction) => {
-      const scope = await scoped(user, tx);
+      const scope = await scoped(user);
       const id = newId('bz');
       const type = input.type ?? 'text';
       const at = deps.clock.now();
@@ -216,14 +214,14 @@ export function createSocialService(deps: {
 
     /** Moderation: any buzz of the app, soft-deleted. */
     deleteBuzz: async (principal: Principal, id: string, tx: Transaction) => {
-      const gone = await socialStore(tx).deleteBuzz(await scoped(principal, tx), id, deps.clock.now());
+      const gone = await socialStore(tx).deleteBuzz(await scoped(principal), id, deps.clock.now());
       if (gone === null) throw errors.notFound(`Buzz ${id}`);
       return { ok: true as const, id };
     },
 
     /** The user's own buzz, soft-deleted; another's is a 404 as if it did not exist. */
     deleteMyBuzz: async (user: UserPrincipal, id: string, tx: Transaction) => {
-      const author = await myProfile(user, tx);
+      const author = await myProfile(user, tx, () => errors.notFound(`Buzz ${id}`));
       const gone = await socialStore(tx).deleteBuzz(scopeOf(user), id, deps.clock.now(), author.pk);
       if (gone === null) throw errors.notFound(`Buzz ${id}`);
       return { ok: true as const, id };
@@ -252,7 +250,7 @@ export function createSocialService(deps: {
     },
 
     unreact: async (user: UserPrincipal, id: string, tx: Transaction) => {
-      const me = await myProfile(user, tx);
+      const me = await myProfile(user, tx, () => errors.notFound(`Reaction to buzz ${id}`));
       const buzz = await requireBuzz(scopeOf(user), id, tx);
       if (!(await socialStore(tx).unreact(buzz.pk, me.pk))) throw errors.notFound(`Reaction to buzz ${id}`);
       return { ok: true as const, id };
@@ -328,7 +326,7 @@ export function createSocialService(deps: {
     },
 
     unfollow: async (user: UserPrincipal, username: string, tx: Transaction) => {
-      const me = await myProfile(user, tx);
+      const me = await myProfile(user, tx, () => errors.notFound(`Follow of ${username}`));
       const followee = await requireProfile(scopeOf(user), username, tx);
       if (!(await socialStore(tx).unfollow(me.pk, followee.pk))) {
         throw errors.notFound(`Follow of ${username}`);
@@ -352,8 +350,9 @@ export function createSocialService(deps: {
       ]);
       return {
         query: query.q,
+        // The app's user ids (possibly emails or phone numbers) go to its server, not to its users.
         profiles: profiles.map((row) => ({
-          id: row.user_id,
+          ...(viewer ? {} : { id: row.user_id }),
           username: row.username,
           full_name: row.full_name,
           verified: row.verified,
@@ -363,7 +362,7 @@ export function createSocialService(deps: {
           id: row.id,
           type: row.type,
           text: row.text,
-          author_id: row.author_id,
+          ...(viewer ? {} : { author_id: row.author_id }),
           author_username: row.author_username,
           created_at: row.created_at.toISOString(),
         })),

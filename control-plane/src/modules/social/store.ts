@@ -58,7 +58,9 @@ export function socialStore(db: Db) {
                 ${profile.category}, ${sql.timestamp(profile.at)}, ${sql.timestamp(profile.at)})
         on conflict (app_id, mode, user_id) do update
         set username = excluded.username, full_name = excluded.full_name, category = excluded.category,
-            updated_at = excluded.updated_at
+            updated_at = excluded.updated_at,
+            -- The app's server verified this name: another name needs verifying again.
+            verified = p.verified and lower(p.username) = lower(excluded.username)
         returning ${profileColumns}`),
 
     setVerified: (scope: Scope, username: string, verified: boolean) =>

@@ -16,7 +16,7 @@ export const PUBLISH_AHEAD_MS = 10 * 60_000;
 export const ROTATE_AFTER_MS = 90 * 86_400_000;
 /** A retired key stays published until the last token it signed has expired, and a minute more. */
 export const PUBLISHED_AFTER_RETIREMENT_MS = MAX_USER_TOKEN_TTL * 1000 + 60_000;
-/** Where an app's backend fetches the public keys (also served under /v1). */
+/** Where an app's backend fetches the public keys. */
 export const JWKS_PATH = '/.well-known/jwks.json';
 
 export const UserParams = Type.Object(

@@ -48,6 +48,8 @@ const KEYS_CACHE_TTL_MS = 60_000;
 /** A revocation reaches every replica through the bus; the TTL is the safety net. */
 const GENERATION_CACHE_TTL_MS = 60_000;
 const GENERATION_CACHE_ENTRIES = 200_000;
+/** Tokens naming an unknown key read the keys again at most this often. */
+const RELOAD_FOR_UNKNOWN_KID_MS = 5_000;
 /** Verified tokens kept in process (about 1 KiB each). */
 const VERIFIED_TOKENS = 50_000;
 /** What a sealed private key is bound to, so it opens only as what it was sealed for. */
@@ -156,6 +158,8 @@ export function createUserTokens(deps: {
    * very token that verified hits; expiry, the minting key and revocation are checked every call.
    */
   const verified = new Map<string, UserTokenClaims & { exp: number }>();
+  /** When the keys were last read again for a token naming an unknown key (process time). */
+  let lastReload = Number.NEGATIVE_INFINITY;
 
   /** The token's claims once its signature and claims verify. */
   async function verifiedClaims(token: string): Promise<UserCheck | (UserTokenClaims & { exp: number })> {
@@ -171,7 +175,14 @@ export function createUserTokens(deps: {
     } catch {
       return { ok: false, refusal: 'malformed' };
     }
-    const key = (await publishedKeys()).find((candidate) => candidate.row.kid === kid);
+    let key = (await publishedKeys()).find((candidate) => candidate.row.kid === kid);
+    if (!key && performance.now() - lastReload > RELOAD_FOR_UNKNOWN_KID_MS) {
+      // A key another replica just made, whose notice this one missed: look once more, at most
+      // once per interval, so that tokens naming made-up keys never reach PostgreSQL in bulk.
+      lastReload = performance.now();
+      await keysCache.invalidate('all');
+      key = (await publishedKeys()).find((candidate) => candidate.row.kid === kid);
+    }
     if (!key) return { ok: false, refusal: 'invalid' };
     let payload: JWTPayload;
     try {
@@ -215,9 +226,11 @@ export function createUserTokens(deps: {
 
     /** A token for the app's user, signed now, valid `ttlSeconds`. Free. */
     mint: async (principal: Principal, userId: string, ttlSeconds: number) => {
+      // From PostgreSQL, not the cache: right after a revocation on another replica, a token minted
+      // with the old generation would be refused once the news arrives.
       const [key, gen] = await Promise.all([
         signingKey(),
-        generationOf(principal.appId, principal.mode, userId),
+        store.generation(principal.appId, principal.mode, userId),
       ]);
       const issuedAt = Math.floor(deps.clock.now().getTime() / 1000);
       const token = await new SignJWT({ mode: principal.mode, gen, key_id: principal.keyId })
