@@ -419,7 +419,7 @@ describe('an Idempotency-Key', () => {
 });
 
 describe('the OpenAPI document', () => {
-  it('declares Idempotency-Key and its 409 on every POST of a secret key, and on nothing else', async () => {
+  it('declares Idempotency-Key and its 409 on every POST of a secret key or a user token, and on nothing else', async () => {
     const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
     interface Operation {
       security?: Record<string, unknown>[];
@@ -436,10 +436,16 @@ describe('the OpenAPI document', () => {
       );
     const secretPosts = operations.filter(
       ({ method, operation }) =>
-        method === 'post' && (operation.security ?? []).some((scheme) => 'bearerKey' in scheme),
+        method === 'post' &&
+        (operation.security ?? []).some((scheme) => 'bearerKey' in scheme || 'userToken' in scheme),
     );
     expect(secretPosts.map(({ path }) => path)).toEqual(
-      expect.arrayContaining(['/v1/storage/uploads', '/v1/realtime/chat/tokens', '/v1/realtime/live/tokens']),
+      expect.arrayContaining([
+        '/v1/storage/uploads',
+        '/v1/realtime/chat/tokens',
+        '/v1/realtime/live/tokens',
+        '/v1/me/buzzes',
+      ]),
     );
     for (const post of secretPosts) {
       expect({ path: post.path, takesKey: takesKey(post) }).toEqual({ path: post.path, takesKey: true });

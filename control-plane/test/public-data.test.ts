@@ -1111,6 +1111,42 @@ describe('isolation', () => {
 });
 
 describe('prices', () => {
+  it('publish once per Idempotency-Key of a user: a retry replays, another user’s same key is theirs', async () => {
+    const { token: key, account } = await createCustomer(ctx.container, {
+      mode: 'live',
+      balanceMicros: FUNDS,
+    });
+    const alice = await member(key, `alice_${tag()}`);
+    const bob = await member(key, `bob_${tag()}`);
+    const publish = (token: string, text: string) =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/v1/me/buzzes',
+        headers: { authorization: `Bearer ${token}`, 'idempotency-key': 'retry-1' },
+        remoteAddress: uniqueAddress(),
+        payload: { text },
+      });
+    const balance = async () => (await ctx.container.billing.getBalance(account.id)).balance_micros;
+    const before = await balance();
+
+    const first = await publish(alice.token, 'once');
+    const again = await publish(alice.token, 'once');
+    expect(first.statusCode, first.body).toBe(200);
+    expect(again.statusCode).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json().id).toBe(first.json().id);
+    expect(again.headers['x-svc-cost-usd']).toBe(first.headers['x-svc-cost-usd']);
+    // The same key with another request of the same user is refused; another user's is their own.
+    expect((await publish(alice.token, 'other text')).statusCode).toBe(422);
+    const bobs = await publish(bob.token, 'once');
+    expect(bobs.statusCode).toBe(200);
+    expect(bobs.headers['idempotent-replayed']).toBeUndefined();
+    expect(bobs.json().id).not.toBe(first.json().id);
+
+    expect((await profileOf(key, alice.username)).buzzes).toBe(1);
+    expect(before - (await balance())).toBe(2 * 500);
+  });
+
   it('charge each write of a live key one writes.calls; reads and failed writes are free', async () => {
     const { token: key, account } = await createCustomer(ctx.container, {
       mode: 'live',

@@ -13,11 +13,18 @@ const REPLAYED_HEADER = 'idempotent-replayed';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
- * Every POST of a secret key takes an Idempotency-Key. Publishable keys are public and shared by every
- * browser of an app: a key scoped to one would let one client replay another's answer.
+ * Every POST of a secret key or a user token takes an Idempotency-Key. Publishable keys are public
+ * and shared by every browser of an app: a key scoped to one would let one client replay another's
+ * answer. A user's keys are the user's own (see `idempotencyKeyOf`).
  */
 export const takesIdempotencyKey = (declared: Route) =>
-  declared.method === 'POST' && declared.auth === 'secret-key';
+  declared.method === 'POST' && (declared.auth === 'secret-key' || declared.auth === 'user-token');
+
+/**
+ * Marks a key as a user's: the header takes printable ASCII only, so no key the app's server sends
+ * can hold it, and the key after the last mark is the header's, whatever the user id holds.
+ */
+const USER_KEY_MARK = '\u00b7';
 
 /** The header as the OpenAPI document declares it and validation checks it. */
 export const IdempotencyKeyHeader = Type.Object({
@@ -48,10 +55,17 @@ export const IDEMPOTENCY_MEANINGS: Partial<Record<ErrorStatus, string>> = {
  */
 const KEPT_ERRORS: ReadonlySet<number> = new Set([404, 422]);
 
-/** The request's key, on operations that take one (already checked against IdempotencyKeyHeader). */
+/**
+ * The request's key, on operations that take one (already checked against IdempotencyKeyHeader),
+ * scoped to the user on a user's request: two users of an app never share a key's answer.
+ */
 export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   const key = request.headers[KEY_HEADER];
-  return typeof key === 'string' ? key : undefined;
+  if (typeof key !== 'string') return undefined;
+  const principal = request.principal;
+  return principal && 'userId' in principal
+    ? `${USER_KEY_MARK}${principal.userId}${USER_KEY_MARK}${key}`
+    : key;
 }
 
 /** JSON with every object's keys sorted: one request written in another order has the same text. */

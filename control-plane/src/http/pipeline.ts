@@ -43,14 +43,14 @@ const SECURITY: Partial<Record<AuthKind, { [scheme: string]: string[] }[]>> = {
 /** What a browser client may send to the operations it calls: which header carries its credential. */
 const CLIENT_HEADERS: Partial<Record<AuthKind, string>> = {
   'publishable-key': 'content-type, x-publishable-key',
-  'user-token': 'content-type, authorization',
+  'user-token': 'content-type, authorization, idempotency-key',
 };
 
 /** Browsers on any origin call the client operations (publishable key, user token). */
 const CORS_HEADERS = {
   'access-control-allow-origin': '*',
   'access-control-expose-headers':
-    'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after',
+    'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after, idempotent-replayed',
 };
 
 function errorStatuses(declared: Route): ErrorStatus[] {
@@ -63,7 +63,7 @@ function errorStatuses(declared: Route): ErrorStatus[] {
  * Turns declarations into fastify routes: the auth kind's hook, schemas for validation, serialization
  * and OpenAPI, the operation id as the OpenAPI operationId, metric label and log field, for a priced
  * operation the transaction its charge joins and the cost header from what was charged, and for every
- * POST of a secret key the Idempotency-Key header.
+ * POST of a secret key or a user token the Idempotency-Key header.
  */
 export function registerRoutes(app: FastifyInstance, routes: readonly Route[], deps: PipelineDeps): void {
   const operationIds = new Set<string>();
