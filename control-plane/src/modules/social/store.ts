@@ -209,8 +209,10 @@ export function socialStore(db: Db) {
       db.any(sql.type(ProfileRow)`
         with candidates as (
           -- The query folded in place, not joined from elsewhere: the index orders by it only then.
+          -- The match test in the index scan too: it skips the index's branches that cannot match, so
+          -- a string like no name costs little instead of a walk through the nearest of the far.
           (select p.pk from profiles p
-           where ${inScope('p', scope)}
+           where ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
            order by p.search_name <->> svc_fold(${q})
            limit ${SEARCH_PROFILE_CANDIDATES})
           union
