@@ -48,6 +48,8 @@ const KEYS_CACHE_TTL_MS = 60_000;
 /** A revocation reaches every replica through the bus; the TTL is the safety net. */
 const GENERATION_CACHE_TTL_MS = 60_000;
 const GENERATION_CACHE_ENTRIES = 200_000;
+/** Keys no longer published are deleted this long after. */
+const DELETE_AFTER_UNPUBLISHED_MS = 7 * 86_400_000;
 /** Tokens naming an unknown key read the keys again at most this often. */
 const RELOAD_FOR_UNKNOWN_KID_MS = 5_000;
 /** Verified tokens kept in process (about 1 KiB each). */
@@ -111,24 +113,28 @@ export function createUserTokens(deps: {
    * Adds a signing key, under a lock every replica takes. `rotate`: the new key is published
    * `PUBLISH_AHEAD_MS` before it takes over (at once when none signs), and the keys it replaces stay
    * published until their last token has expired. `ensure`: only when no key signs now (a fresh
-   * install), so that replicas starting together make one key.
+   * install), so that replicas starting together make one key. Answers the key that signs then.
    */
-  async function addKey(reason: 'rotate' | 'ensure'): Promise<{ kid: string; signsFrom: Date } | null> {
+  async function addKey(
+    reason: 'rotate' | 'ensure',
+    now = deps.clock.now(),
+  ): Promise<{ kid: string; signsFrom: Date }> {
     const { publicKey, privateKey } = await generateKeyPair(USER_TOKEN_ALGORITHM, { extractable: true });
     const kid = randomBase62(16);
     const { kty, crv, x, y } = await exportJWK(publicKey);
     const jwk = { kty: kty!, crv: crv!, x: x!, y: y!, kid, alg: USER_TOKEN_ALGORITHM, use: 'sig' };
     const sealed = deps.sealer.seal(await exportPKCS8(privateKey), sealOwner(kid));
-    const now = deps.clock.now();
     const added = await inTransaction(deps.pool, async (tx) => {
       const keys = usersStore(tx);
       await keys.lockRotation();
-      const signing = (await keys.keys()).some((row) => signsNow(row, now.getTime()));
-      if (signing && reason === 'ensure') return null;
+      const current = (await keys.keys()).find((row) => signsNow(row, now.getTime()));
+      if (current && reason === 'ensure') return { kid: current.kid, signsFrom: current.signs_from };
+      const signing = current !== undefined;
       const signsFrom = signing ? new Date(now.getTime() + PUBLISH_AHEAD_MS) : now;
       await keys.insertKey({ kid, publicJwk: jwk, sealed, at: now, signsFrom });
       await keys.retireAllBut(kid, signsFrom, new Date(signsFrom.getTime() + PUBLISHED_AFTER_RETIREMENT_MS));
-      await keys.deleteUnpublished(now);
+      // Long unpublished only: a replica whose clock runs ahead must not take keys from the others.
+      await keys.deleteUnpublished(new Date(now.getTime() - DELETE_AFTER_UNPUBLISHED_MS));
       return { kid, signsFrom };
     });
     await keysCache.clear();
@@ -137,13 +143,16 @@ export function createUserTokens(deps: {
 
   /** The key that signs now: the newest whose turn has come. */
   async function signingKey(): Promise<PublishedKey> {
-    const now = deps.clock.now().getTime();
+    const at = deps.clock.now();
+    const now = at.getTime();
     const pick = (keys: PublishedKey[]) => keys.find((key) => signsNow(key.row, now));
     let key = pick(await publishedKeys());
     if (!key) {
-      await addKey('ensure');
-      key = pick(await publishedKeys());
-      if (!key) throw new Error('no user token signing key could be made');
+      // The key that signs now by the table, under the lock, found by its id: a replica's cache or
+      // a clock a moment off must not make it look for another.
+      const { kid } = await addKey('ensure', at);
+      key = (await publishedKeys()).find((candidate) => candidate.row.kid === kid);
+      if (!key) throw new Error(`user token signing key ${kid} is not published`);
     }
     key.privateKey ??= importPKCS8(
       deps.sealer.open(key.row.private_key_sealed, sealOwner(key.row.kid)),
@@ -275,7 +284,7 @@ export function createUserTokens(deps: {
       };
     },
 
-    rotate: () => addKey('rotate') as Promise<{ kid: string; signsFrom: Date }>,
+    rotate: () => addKey('rotate'),
 
     /** Rotates once the signing key has signed `ROTATE_AFTER_MS`, unless its successor waits already. */
     rotateIfDue: async () => {
