@@ -37,6 +37,9 @@ const Count = z.object({ count: z.number() });
 
 /** SQL of profiles, buzzes, reactions, comments and follows. Takes any connection or transaction. */
 export function socialStore(db: Db) {
+  /** Locks two profiles for their counters, always the lower key first. */
+  const lockInOrder = (a: number, b: number) =>
+    db.query(sql.unsafe`select pk from profiles where pk in (${a}, ${b}) order by pk for no key update`);
   return {
     profileOfUser: (scope: Scope, userId: string) =>
       db.maybeOne(sql.type(ProfileRow)`
@@ -161,9 +164,9 @@ export function socialStore(db: Db) {
         limit ${options.limit}`),
 
     /**
-     * Follows a profile; answers whether the follow is new and the followee's followers after it. Both
-     * counters change in one statement, which locks the two rows in key order: two users following
-     * each other at once cannot deadlock.
+     * Follows a profile; answers whether the follow is new and the followee's followers after it. The
+     * two profiles are locked in key order first: an UPDATE alone locks rows in whatever order its plan
+     * reads them (a bitmap scan goes by where the rows lie), and crowds following each other deadlocked.
      */
     follow: async (followerPk: number, followeePk: number, at: Date) => {
       const added = await db.maybeOne(sql.type(Pk)`
@@ -171,6 +174,7 @@ export function socialStore(db: Db) {
         values (${followerPk}, ${followeePk}, ${sql.timestamp(at)})
         on conflict do nothing returning followee_pk as pk`);
       const step = added ? 1 : 0;
+      await lockInOrder(followerPk, followeePk);
       return {
         isNew: added !== null,
         followers: await db.oneFirst(sql.type(Count)`
@@ -185,8 +189,10 @@ export function socialStore(db: Db) {
       };
     },
 
-    unfollow: async (followerPk: number, followeePk: number) =>
-      (await db.oneFirst(sql.type(Count)`
+    unfollow: async (followerPk: number, followeePk: number) => {
+      await lockInOrder(followerPk, followeePk);
+      return (
+        (await db.oneFirst(sql.type(Count)`
         with gone as (
           delete from follows where follower_pk = ${followerPk} and followee_pk = ${followeePk}
           returning follower_pk
@@ -197,7 +203,9 @@ export function socialStore(db: Db) {
           from gone where pk in (${followerPk}, ${followeePk})
           returning pk
         )
-        select count(*)::int as count from gone`)) > 0,
+        select count(*)::int as count from gone`)) > 0
+      );
+    },
 
     /**
      * Profiles whose username or full name holds something close to q (typos and prefixes, accents
