@@ -20,7 +20,7 @@ import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { percentile, runConcurrently, useTestStackSettings } from './support.js';
+import { type Figures, figures, timed, useTestStackSettings } from './support.js';
 
 useTestStackSettings();
 const calls = Number(process.argv[2] ?? 3_000);
@@ -32,33 +32,15 @@ const app = await buildApp(container, { logger: false });
 await mountFloors(app, container);
 await app.ready();
 
-interface Figures {
-  perSecond: number;
-  p50: number;
-  p99: number;
-}
-
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
 
-async function timed(count: number, request: () => Promise<number>, label: string) {
-  const started = performance.now();
-  const latencies = await runConcurrently(count, concurrency, async () => {
+/** The path's calls, each answering a success, or the bench ends. */
+const timedChecked = (count: number, request: () => Promise<number>, label: string) =>
+  timed(count, concurrency, async () => {
     const status = await request();
     if (status >= 300) throw new Error(`${label}: status ${status}`);
   });
-  return { elapsed: performance.now() - started, latencies };
-}
-
-function figures(runs: { elapsed: number; latencies: number[] }[]): Figures {
-  const latencies = runs.flatMap((run) => run.latencies).sort((a, b) => a - b);
-  const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
-  return {
-    perSecond: (latencies.length / elapsed) * 1000,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-  };
-}
 
 const line = (label: string, f: Figures) =>
   `  ${label.padEnd(44)} ${f.perSecond.toFixed(0).padStart(6)}/s  p50 ${f.p50.toFixed(2).padStart(6)} ms  p99 ${f.p99.toFixed(2).padStart(7)} ms`;
@@ -76,13 +58,13 @@ async function compare(
   let next = 0;
   const path = () => request(next++);
   const warmUp = Math.min(200, calls);
-  await timed(warmUp, floor, floorLabel);
-  await timed(warmUp, path, label);
+  await timedChecked(warmUp, floor, floorLabel);
+  await timedChecked(warmUp, path, label);
   const floorRuns = [];
   const pathRuns = [];
   for (let round = 0; round < ROUNDS; round += 1) {
-    floorRuns.push(await timed(Math.ceil(calls / ROUNDS), floor, floorLabel));
-    pathRuns.push(await timed(Math.ceil(calls / ROUNDS), path, label));
+    floorRuns.push(await timedChecked(Math.ceil(calls / ROUNDS), floor, floorLabel));
+    pathRuns.push(await timedChecked(Math.ceil(calls / ROUNDS), path, label));
   }
   const measured: [Figures, Figures] = [figures(pathRuns), figures(floorRuns)];
   console.log(line(label, measured[0]));

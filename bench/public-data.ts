@@ -27,7 +27,15 @@ import { USER_LIMITS } from '../control-plane/src/modules/social/schema.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { percentile, runConcurrently, useTestStackSettings } from './support.js';
+import {
+  type Figures,
+  figures,
+  type Percentiles,
+  percentiles,
+  type Run,
+  timed,
+  useTestStackSettings,
+} from './support.js';
 
 useTestStackSettings();
 const profiles = Number(process.argv[2] ?? 100_000);
@@ -206,41 +214,10 @@ console.log(
 
 // ----- measuring ----------------------------------------------------------------------------------
 
-interface Run {
-  elapsed: number;
-  latencies: number[];
-}
-
-interface Percentiles {
-  p50: number;
-  p95: number;
-  p99: number;
-}
-
-interface Figures extends Percentiles {
-  perSecond: number;
-}
-
 const WARM_UP = Math.min(200, calls);
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
-
-async function timed(count: number, request: () => Promise<unknown>): Promise<Run> {
-  const started = performance.now();
-  const latencies = await runConcurrently(count, concurrency, async () => void (await request()));
-  return { elapsed: performance.now() - started, latencies };
-}
-
-function percentiles(latencies: number[]): Percentiles {
-  const sorted = [...latencies].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99) };
-}
-
-function figures(runs: Run[]): Figures {
-  const latencies = runs.flatMap((run) => run.latencies);
-  const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
-  return { perSecond: (latencies.length / elapsed) * 1000, ...percentiles(latencies) };
-}
+const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
 
 const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
 const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
@@ -301,14 +278,14 @@ const floor = () => call('POST', '/bench/floor/insert', {});
 
 console.log(`\nlists and search (${WARM_UP} calls of warm-up each)`);
 // The absolute goals are for an idle machine: the floor at the same concurrency says what this one gives.
-await timed(WARM_UP, floor);
-console.log(line('floor (a) one INSERT in one transaction', figures([await timed(calls, floor)])));
-await timed(WARM_UP, firstPage);
-const firstPages = figures([await timed(calls, firstPage)]);
+await measure(WARM_UP, floor);
+console.log(line('floor (a) one INSERT in one transaction', figures([await measure(calls, floor)])));
+await measure(WARM_UP, firstPage);
+const firstPages = figures([await measure(calls, firstPage)]);
 console.log(line('GET /v1/buzzes?author, first page', firstPages));
 console.log(goal(firstPages, 10));
-await timed(WARM_UP, secondPage);
-const nextPages = figures([await timed(calls, secondPage)]);
+await measure(WARM_UP, secondPage);
+const nextPages = figures([await measure(calls, secondPage)]);
 console.log(line('GET /v1/buzzes?author&cursor, second page', nextPages));
 console.log(goal(nextPages, 10));
 
@@ -338,9 +315,9 @@ const searchOf = (byKind: Map<string, number[]>) => {
   };
 };
 const kinds = () => new Map(SEARCHES.map(([kind]) => [kind, [] as number[]]));
-await timed(WARM_UP, searchOf(kinds()));
+await measure(WARM_UP, searchOf(kinds()));
 const byKind = kinds();
-const searches = figures([await timed(calls, searchOf(byKind))]);
+const searches = figures([await measure(calls, searchOf(byKind))]);
 console.log(line('GET /v1/search', searches));
 console.log(goal(searches, 50));
 for (const [kind, latencies] of byKind) {
@@ -368,13 +345,13 @@ let published = 0;
 const publish = () =>
   call('POST', '/v1/me/buzzes', userTokens[published++ % publishers]!, { text: sentence() });
 console.log(`\npublishing, ${publishers} users, in turns with its floor (${ROUNDS} rounds)`);
-await timed(WARM_UP, floor);
-await timed(WARM_UP, publish);
+await measure(WARM_UP, floor);
+await measure(WARM_UP, publish);
 const floorRuns: Run[] = [];
 const publishRuns: Run[] = [];
 for (let round = 0; round < ROUNDS; round += 1) {
-  floorRuns.push(await timed(Math.ceil(calls / ROUNDS), floor));
-  publishRuns.push(await timed(Math.ceil(calls / ROUNDS), publish));
+  floorRuns.push(await measure(Math.ceil(calls / ROUNDS), floor));
+  publishRuns.push(await measure(Math.ceil(calls / ROUNDS), publish));
 }
 const publishing = figures(publishRuns);
 const floorFigures = figures(floorRuns);

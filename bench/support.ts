@@ -29,6 +29,41 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
+/** One measured run: how long it took and each call's latency in ms. */
+export interface Run {
+  elapsed: number;
+  latencies: number[];
+}
+
+export interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+export interface Figures extends Percentiles {
+  perSecond: number;
+}
+
+/** Runs `task` `count` times with `concurrency` in flight, timed as a whole. */
+export async function timed(count: number, concurrency: number, task: () => Promise<unknown>): Promise<Run> {
+  const started = performance.now();
+  const latencies = await runConcurrently(count, concurrency, async () => void (await task()));
+  return { elapsed: performance.now() - started, latencies };
+}
+
+export function percentiles(latencies: number[]): Percentiles {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), p99: percentile(sorted, 99) };
+}
+
+/** Throughput and latency over runs taken in turns with another path's. */
+export function figures(runs: Run[]): Figures {
+  const latencies = runs.flatMap((run) => run.latencies);
+  const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
+  return { perSecond: (latencies.length / elapsed) * 1000, ...percentiles(latencies) };
+}
+
 /** One line of figures: throughput and latency percentiles. */
 export function report(label: string, latencies: number[], elapsedMs: number): string {
   const sorted = [...latencies].sort((a, b) => a - b);

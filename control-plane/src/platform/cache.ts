@@ -59,6 +59,8 @@ export interface SharedCache<V> {
   get(key: string, load: () => Promise<V>): Promise<V>;
   /** Forgets an entry here and on every other replica. */
   invalidate(key: string): Promise<void>;
+  /** Forgets an entry here only: this replica suspects it missed a change the others heard of. */
+  drop(key: string): void;
   /** Forgets every entry here and on every other replica. */
   clear(): Promise<void>;
   /** Publishes a value this replica just wrote: the others forget theirs, this one keeps it. */
@@ -119,6 +121,7 @@ export function createSharedCache<V>(options: {
       forget(key);
       await options.bus.publish(options.name, key);
     },
+    drop: (key) => forget(key),
     replace: async (key, value) => {
       forget(key);
       await options.bus.publish(options.name, key);

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import type { UserLimit } from '../../platform/admission.js';
-import { displayName, externalId, postText } from '../../platform/identities.js';
+import { displayName, postText } from '../../platform/identities.js';
 import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
 
 export const MAX_BUZZ_CHARACTERS = 2_000;
@@ -198,11 +198,6 @@ export const SearchResult = Type.Object(
       { description: 'Buzzes with every word of q (accents and case ignored), best match first' },
     ),
   },
-  { additionalProperties: false },
-);
-
-export const UserIdParams = Type.Object(
-  { user_id: externalId('The app’s user id') },
   { additionalProperties: false },
 );
 

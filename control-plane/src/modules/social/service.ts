@@ -11,7 +11,7 @@ import { seedSandbox } from './sandbox.js';
 import type { BuzzRow, CommentRow, ProfileRow } from './schema.js';
 import { type Scope, socialStore } from './store.js';
 
-export const presentProfile = (row: ProfileRow) => ({
+const presentProfile = (row: ProfileRow) => ({
   id: row.user_id,
   username: row.username,
   full_name: row.full_name,
@@ -23,7 +23,7 @@ export const presentProfile = (row: ProfileRow) => ({
   created_at: row.created_at.toISOString(),
 });
 
-export const presentBuzz = (row: BuzzRow) => ({
+const presentBuzz = (row: BuzzRow) => ({
   id: row.id,
   type: row.type,
   text: row.text,
@@ -120,8 +120,6 @@ export function createSocialService(deps: {
   });
 
   return {
-    ensureSandbox,
-
     // ----- profiles ---------------------------------------------------------------------------
 
     getProfile: async (principal: Principal, username: string) =>
@@ -144,7 +142,7 @@ export function createSocialService(deps: {
           category: input.category ?? '',
           at: deps.clock.now(),
         });
-        return presentProfile(profile!);
+        return presentProfile(profile);
       } catch (error) {
         // Another profile has the username (the statement failed, so the call's transaction ends).
         if (error instanceof UniqueIntegrityConstraintViolationError) throw usernameTaken(input.username);

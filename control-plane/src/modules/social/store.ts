@@ -50,12 +50,12 @@ export function socialStore(db: Db) {
         select ${profileColumns} from profiles p
         where ${inScope('p', scope)} and lower(p.username) = lower(${username})`),
 
-    /** Creates or replaces the user's profile; null when the username is another profile's. */
+    /** Creates or replaces the user's profile (a unique violation when the username is another's). */
     upsertProfile: (
       scope: Scope,
       profile: { userId: string; username: string; fullName: string; category: string; at: Date },
     ) =>
-      db.maybeOne(sql.type(ProfileRow)`
+      db.one(sql.type(ProfileRow)`
         insert into profiles as p (app_id, mode, user_id, username, full_name, category, created_at, updated_at)
         values (${scope.appId}, ${scope.mode}, ${profile.userId}, ${profile.username}, ${profile.fullName},
                 ${profile.category}, ${sql.timestamp(profile.at)}, ${sql.timestamp(profile.at)})

@@ -189,7 +189,7 @@ export function createUserTokens(deps: {
       // A key another replica just made, whose notice this one missed: look once more, at most
       // once per interval, so that tokens naming made-up keys never reach PostgreSQL in bulk.
       lastReload = performance.now();
-      await keysCache.invalidate('all');
+      keysCache.drop('all');
       key = (await publishedKeys()).find((candidate) => candidate.row.kid === kid);
     }
     if (!key) return { ok: false, refusal: 'invalid' };
@@ -230,7 +230,6 @@ export function createUserTokens(deps: {
   const verifier: UserTokenVerifier = { checkUserToken: verify };
 
   return {
-    ...verifier,
     verifier,
 
     /** A token for the app's user, signed now, valid `ttlSeconds`. Free. */
