@@ -12,11 +12,14 @@ import { registerValidation } from './http/validation.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
+import { mediaRoutes } from './modules/media/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
+import { momentRoutes } from './modules/social/moments-routes.js';
 import { socialRoutes } from './modules/social/routes.js';
 import { storageRoutes } from './modules/storage/routes.js';
+import { studioRoutes } from './modules/studio/routes.js';
 import { systemRoutes } from './modules/system/routes.js';
 import { userRoutes } from './modules/users/routes.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
@@ -146,6 +149,9 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...webhookRoutes(container.webhooks),
     ...userRoutes(container.userTokens),
     ...socialRoutes(container.social),
+    ...momentRoutes(container.moments),
+    ...studioRoutes(container.studio),
+    ...mediaRoutes(container.media),
     ...(options.routes ?? []),
   ];
   registerRoutes(

@@ -1,6 +1,8 @@
+import { availableParallelism } from 'node:os';
 import { sql } from 'slonik';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { createLiveKitClient } from './adapters/livekit.js';
+import { createMediaTools } from './adapters/media-tools.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import { createWebhookSender } from './adapters/webhook-sender.js';
@@ -9,10 +11,13 @@ import type { Settings } from './config/schema.js';
 import { type Core, type CoreOptions, createCore } from './core.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
+import { createMediaService, type MediaService } from './modules/media/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
+import { createMomentsService, type MomentsService } from './modules/social/moments.js';
 import { createSocialService, type SocialService } from './modules/social/service.js';
 import { createStorageService, type StorageService } from './modules/storage/service.js';
+import { createStudioService, type StudioService } from './modules/studio/service.js';
 import {
   createWebhookDelivery,
   type DeliveryOptions,
@@ -21,6 +26,7 @@ import {
 import { DELIVERY_TIMEOUT_MS, RESPONSE_EXCERPT_BYTES } from './modules/webhooks/schema.js';
 import { type Admission, createAdmission } from './platform/admission.js';
 import type { Logger } from './platform/route.js';
+import { createSandbox } from './platform/sandbox.js';
 
 /** Everything the app needs, built once from the settings. Tests may swap the clock. */
 export interface Container extends Core {
@@ -30,6 +36,9 @@ export interface Container extends Core {
   chat: ChatService;
   live: LiveService;
   storage: StorageService;
+  media: MediaService;
+  moments: MomentsService;
+  studio: StudioService;
   shield: ShieldService;
   social: SocialService;
   objects: ObjectStore;
@@ -47,6 +56,8 @@ export interface ContainerOptions extends CoreOptions {
 const silent: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
 const sqlSelectOne = sql.unsafe`select 1`;
+/** ffprobe and ffmpeg read a few headers and decode one frame: a minute means a stalled read. */
+const MEDIA_TOOL_TIMEOUT_MS = 60_000;
 
 export async function createContainer(
   settings: Settings,
@@ -97,6 +108,33 @@ export async function createContainer(
     secretKey: settings.SVC_S3_SECRET_KEY,
     bucket: settings.SVC_S3_BUCKET,
   });
+  // Public-data products register their sandbox parts as they are made, profiles first.
+  const sandbox = createSandbox({ pool, clock });
+  // Storage takes down the media made from objects that expire; the media service, made next, reads
+  // its files from storage.
+  let media: MediaService | undefined;
+  const storage = createStorageService({
+    pool,
+    clock,
+    objects,
+    metering,
+    cursors,
+    releaseMedia: (tx, objectIds) => media!.releaseObjects(tx, objectIds),
+    onError,
+  });
+  media = createMediaService({
+    pool,
+    clock,
+    objects,
+    tools: createMediaTools({ concurrency: availableParallelism(), timeoutMs: MEDIA_TOOL_TIMEOUT_MS }),
+    accrual,
+    storage,
+    publicUrl: settings.SVC_PUBLIC_URL,
+    onError,
+  });
+  const social = createSocialService({ pool, clock, outbox, cursors, sandbox });
+  const moments = createMomentsService({ pool, clock, outbox, cursors, social, media });
+  const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
@@ -141,8 +179,11 @@ export async function createContainer(
       onError,
     }),
     objects,
-    storage: createStorageService({ pool, clock, objects, metering, cursors, onError }),
-    social: createSocialService({ pool, clock, outbox, cursors }),
+    storage,
+    media,
+    social,
+    moments,
+    studio,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -35,6 +35,13 @@ async function main(): Promise<void> {
   const app = await buildApp(container, { metrics });
   const internal = await buildApp(container, { metrics, listener: 'internal' });
   log = app.log;
+  // A missing ffmpeg is a clear refusal to start, not a 503 on the first published moment.
+  const tools = await container.media.checkTools().catch((error: unknown) => {
+    throw new Error(
+      `ffprobe and ffmpeg are needed (Debian: apt-get install ffmpeg): ${error instanceof Error ? error.message : String(error)}`,
+    );
+  });
+  app.log.info(tools, 'media tools found');
   const applied = await runMigrations(container.pool);
   if (applied.length > 0) app.log.info({ migrations: applied }, 'migrations applied');
   await internal.listen({ host: settings.SVC_INTERNAL_HOST, port: settings.SVC_INTERNAL_PORT });

@@ -84,6 +84,7 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     pruning('live webhook ids', 'LiveKit webhook ids past their retention', () =>
       container.live.pruneEvents(),
     ),
+    pruning('moment views', 'moment views of past days', () => container.moments.pruneViews()),
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
     pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
     {

@@ -1358,7 +1358,7 @@ describe('the sandbox', () => {
     const noProfile = await mintToken(key, `nobody-${tag()}`);
     expectError(await asUser(noProfile, 'POST', '/v1/me/buzzes', { text: 'first' }), 409, 'PROFILE_REQUIRED');
     const seeded = await ctx.container.pool.maybeOne(
-      sql.unsafe`select seeded_at from sandboxes where app_id = ${app.id}`,
+      sql.unsafe`select seeded_at from sandboxes where app_id = ${app.id} and part = 'social'`,
     );
     expect(seeded).not.toBeNull();
   });

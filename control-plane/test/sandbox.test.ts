@@ -6,9 +6,9 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { SANDBOX, seedSandbox } from '../src/modules/social/sandbox.js';
+import { SANDBOX, socialSandbox } from '../src/modules/social/sandbox.js';
 import { REACTION_KINDS, USERNAME_PATTERN } from '../src/modules/social/schema.js';
-import { inTransaction } from '../src/platform/transaction.js';
+import { createSandbox } from '../src/platform/sandbox.js';
 import { statementRecorder } from './statements.js';
 import { createCustomer, startTestApp, type TestContext } from './support.js';
 
@@ -31,8 +31,11 @@ let fixtures: Fixtures;
 
 async function seededApp(at: Date): Promise<Seeded> {
   const { app } = await createCustomer(ctx.container);
+  // A sandbox of the social part alone: the other parts have tests of their own.
+  const sandbox = createSandbox({ pool: ctx.container.pool, clock: { now: () => at } });
+  sandbox.register(socialSandbox);
   statements.length = 0;
-  await inTransaction(ctx.container.pool, (tx) => seedSandbox(tx, app.id, at));
+  await sandbox.ensure({ appId: app.id, mode: 'test' });
   return { appId: app.id, sent: [...statements] };
 }
 
@@ -60,7 +63,7 @@ async function fixturesOf(appId: string) {
   const untagged = (column: string) =>
     sql.fragment`regexp_replace(${sql.identifier(column.split('.'))}, '_[0-9a-f]{20}_', '_')`;
   // `a` is the profile each row belongs to (its author, reactor or follower).
-  const ofApp = sql.fragment`join sandboxes s on s.app_id = a.app_id where a.app_id = ${appId}`;
+  const ofApp = sql.fragment`join sandboxes s on s.app_id = a.app_id and s.part = 'social' where a.app_id = ${appId}`;
   return {
     profiles: await pool.any(sql.unsafe`
       select a.user_id, a.username, a.full_name, a.category, a.verified, a.followers, a.following, a.buzzes,
@@ -113,7 +116,7 @@ describe('the sandbox', () => {
     expect(follows.length).toBeGreaterThanOrEqual(SANDBOX.profiles * SANDBOX.minFollowing);
     expect(follows.length).toBeLessThanOrEqual(SANDBOX.profiles * SANDBOX.maxFollowing);
     const seededAt = await ctx.container.pool.oneFirst(sql.type(z.object({ seeded_at: z.date() }))`
-      select seeded_at from sandboxes where app_id = ${first.appId}`);
+      select seeded_at from sandboxes where app_id = ${first.appId} and part = 'social'`);
     expect(seededAt).toEqual(AT);
   });
 

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import {
   CreateBucketCommand,
   DeleteObjectCommand,
@@ -7,6 +8,7 @@ import {
   HeadObjectCommand,
   PutBucketLifecycleConfigurationCommand,
   PutBucketNotificationConfigurationCommand,
+  PutObjectCommand,
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
@@ -133,6 +135,52 @@ export function createObjectStore(settings: S3Settings) {
           'x-id': 'GetObject',
         },
       }),
+
+    /** A GET URL on the internal endpoint, for the control plane's own tools (ffprobe, ffmpeg). */
+    presignInternalGet: async (key: string, expiresIn: number) =>
+      presign({
+        ...signing,
+        endpoint: settings.endpoint,
+        method: 'GET',
+        key,
+        expiresInSeconds: expiresIn,
+        query: { 'x-id': 'GetObject' },
+      }),
+
+    /** Writes bytes the control plane made itself (thumbnails, the sandbox's clips). */
+    put: async (key: string, body: Buffer, contentType: string): Promise<void> => {
+      await internal.send(new PutObjectCommand({ Bucket, Key: key, Body: body, ContentType: contentType }));
+    },
+
+    /**
+     * The bytes of an object, or of one range of them (`bytes=…` as HTTP sends it), as a stream; null
+     * when nothing is there. A range past the end answers `unsatisfiable` with the object's size.
+     */
+    read: async (
+      key: string,
+      range?: string,
+    ): Promise<
+      { body: Readable; length: number; contentRange: string | undefined } | { unsatisfiable: number } | null
+    > => {
+      try {
+        const object = await internal.send(
+          new GetObjectCommand({ Bucket, Key: key, ...(range ? { Range: range } : {}) }),
+        );
+        return {
+          body: object.Body as Readable,
+          length: object.ContentLength ?? 0,
+          contentRange: object.ContentRange,
+        };
+      } catch (error) {
+        if (notFound(error) || (error instanceof S3ServiceException && error.name === 'NoSuchKey'))
+          return null;
+        if (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 416) {
+          const size = await internal.send(new HeadObjectCommand({ Bucket, Key: key }));
+          return { unsatisfiable: size.ContentLength ?? 0 };
+        }
+        throw error;
+      }
+    },
 
     /** The real size of stored bytes, or null when nothing is there. */
     sizeOf: async (key: string): Promise<number | null> => {

@@ -114,7 +114,7 @@ export const errors = {
   invalidField: (place: FieldError['in'], field: string, message: string) =>
     errors.validation([{ in: place, field, message }]),
   notFound: (what: string) => new ServiceError('not_found', `${what} not found`),
-  conflict: (message: string) => new ServiceError('conflict', message),
+  conflict: (message: string, code?: string) => new ServiceError('conflict', message, code ? { code } : {}),
   forbidden: (message: string, code?: string) =>
     new ServiceError('permission_error', message, code ? { code } : {}),
   missingKey: () =>

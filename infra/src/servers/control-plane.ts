@@ -8,7 +8,8 @@ import type { ServerDefinition } from './types.js';
 
 export const controlPlane: ServerDefinition = {
   name: 'control-plane',
-  aptPackages: [],
+  // ffprobe and ffmpeg check published media and make thumbnails.
+  aptPackages: ['ffmpeg'],
   // Its grace period for in-flight requests runs on SIGTERM.
   stopSignal: 'SIGTERM',
   ports: ['controlPlane', 'controlPlaneInternal'],

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'slonik';
+import type { SandboxPart } from '../../platform/sandbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { REACTION_KINDS } from './schema.js';
 
@@ -426,9 +427,9 @@ function drawFixtures() {
 
 /**
  * Seeds the test-mode sandbox of an app in a few statements, every counter set to what its rows
- * count. The caller makes sure it runs once per app.
+ * count. The sandbox makes sure it runs once per app.
  */
-export async function seedSandbox(db: Db, appId: string, at: Date): Promise<void> {
+async function seedSandbox(db: Db, appId: string, at: Date): Promise<void> {
   const { profiles, follows, buzzes, reactions, comments } = drawFixtures();
   // Ages travel as seconds and become times in SQL: thousands of dates cost more in JavaScript.
   const seededAt = sql.timestamp(at);
@@ -521,7 +522,7 @@ export async function seedSandbox(db: Db, appId: string, at: Date): Promise<void
     )} as c (id, buzz_id, author_id, text, age)
     join buzzes b on b.id = c.buzz_id
     join profiles author on author.app_id = ${appId} and author.mode = 'test' and author.user_id = c.author_id`);
-
-  await db.query(sql.unsafe`
-    insert into sandboxes (app_id, seeded_at) values (${appId}, ${seededAt}) on conflict do nothing`);
 }
+
+/** Profiles, follows, buzzes, reactions and comments: the part every other part's fixtures build on. */
+export const socialSandbox: SandboxPart = { name: 'social', seed: seedSandbox };

@@ -11,6 +11,7 @@ export const DEFAULT_PAGE = 20;
 export const MAX_SEARCH_PER_GROUP = 50;
 export const DEFAULT_SEARCH_PER_GROUP = 20;
 export const MAX_QUERY_CHARACTERS = 100;
+export const MAX_CAPTION_CHARACTERS = 500;
 /** Search ranks the newest matching buzzes: a common word does not rank the whole history. */
 export const SEARCH_BUZZ_CANDIDATES = 200;
 /** Search ranks the profiles with the nearest names: many equally close names are not all ranked. */
@@ -32,7 +33,9 @@ export const USER_LIMITS = {
   comments: { name: 'comments', limit: 300, windowSeconds: 3_600 },
   reactions: { name: 'reactions', limit: 1_000, windowSeconds: 3_600 },
   follows: { name: 'follows', limit: 500, windowSeconds: 3_600 },
-  /** The user's own reads (their profile, their search): one a second on average. */
+  /** Moments published and deleted. */
+  moments: { name: 'moments', limit: 30, windowSeconds: 3_600 },
+  /** The user's own reads (their profile, their search, the views they report): one a second on average. */
   reads: { name: 'reads', limit: 3_600, windowSeconds: 3_600 },
 } as const satisfies Record<string, UserLimit>;
 
@@ -229,12 +232,110 @@ export const BuzzRow = z.object({
 });
 export type BuzzRow = z.infer<typeof BuzzRow>;
 
+/** A comment on a buzz or a moment (`parent_id`). */
 export const CommentRow = z.object({
   id: z.string(),
-  buzz_id: z.string(),
+  parent_id: z.string(),
   text: z.string(),
   created_at: z.date(),
   author_id: z.string(),
   author_username: z.string(),
 });
 export type CommentRow = z.infer<typeof CommentRow>;
+
+// ----- moments ---------------------------------------------------------------------------------
+
+const Id = (description: string) => Type.String({ pattern: '^[A-Za-z0-9_]{1,64}$', description });
+
+export const MomentParams = Type.Object({ id: Id('The moment id') }, { additionalProperties: false });
+
+export const Moment = Type.Object(
+  {
+    id: Type.String(),
+    author_id: Type.String({ description: 'The author’s profile id (the app’s user id)' }),
+    author_username: Type.String(),
+    caption: Type.String(),
+    media_type: Type.Literal('video'),
+    video_url: Type.String({ format: 'uri', description: 'Plays without a key; answers Range requests' }),
+    thumbnail_url: Type.String({
+      format: 'uri',
+      description: 'A JPEG, at most 640 pixels a side, without a key',
+    }),
+    width: Type.Integer({ description: 'Pixels, as shown (upright), read from the file' }),
+    height: Type.Integer({ description: 'Pixels, as shown (upright), read from the file' }),
+    duration_ms: Type.Integer({ description: 'Read from the file' }),
+    like_count: Type.Integer(),
+    comment_count: Type.Integer(),
+    view_count: Type.Integer({ description: 'Viewers, each counted once per UTC day' }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { additionalProperties: false },
+);
+
+export const MomentWrite = Type.Object(
+  {
+    object_id: Type.String({
+      pattern: '^obj_[A-Za-z0-9]{1,64}$',
+      description: 'A ready storage object the user uploaded (POST /v1/me/storage/uploads): the video',
+    }),
+    caption: Type.Optional(
+      Type.String({
+        format: 'post-text',
+        maxLength: MAX_CAPTION_CHARACTERS,
+        description: `0-${MAX_CAPTION_CHARACTERS} characters; default empty`,
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const MomentListQuery = BuzzListQuery;
+export const MomentPage = Page(Moment, 'Newest first; deleted moments never appear');
+
+export const Like = Type.Object(
+  {
+    moment_id: Type.String(),
+    liked: Type.Boolean(),
+    like_count: Type.Integer({ description: 'The moment’s likes now' }),
+  },
+  { additionalProperties: false },
+);
+
+export const View = Type.Object(
+  {
+    moment_id: Type.String(),
+    counted: Type.Boolean({ description: 'false when this user was already counted today (UTC)' }),
+    view_count: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+
+export const MomentComment = Type.Object(
+  {
+    id: Type.String(),
+    moment_id: Type.String(),
+    text: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+    author_id: Type.String(),
+    author_username: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export const MomentCommentPage = Page(MomentComment, 'Newest first');
+
+export const MomentRow = z.object({
+  pk: z.number(),
+  id: z.string(),
+  caption: z.string(),
+  like_count: z.number(),
+  comment_count: z.number(),
+  view_count: z.number(),
+  created_at: z.date(),
+  media_id: z.string(),
+  width: z.number(),
+  height: z.number(),
+  duration_ms: z.number(),
+  author_id: z.string(),
+  author_username: z.string(),
+});
+export type MomentRow = z.infer<typeof MomentRow>;

@@ -1,13 +1,15 @@
 import type { DatabasePool } from 'slonik';
-import { sql, UniqueIntegrityConstraintViolationError } from 'slonik';
+import { UniqueIntegrityConstraintViolationError } from 'slonik';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
-import { inTransaction, type Transaction } from '../../platform/transaction.js';
-import { seedSandbox } from './sandbox.js';
+import type { Sandbox } from '../../platform/sandbox.js';
+import type { Transaction } from '../../platform/transaction.js';
+import { COMMENTED, commentsStore } from './comments-store.js';
+import { socialSandbox } from './sandbox.js';
 import type { BuzzRow, CommentRow, ProfileRow } from './schema.js';
 import { type Scope, socialStore } from './store.js';
 
@@ -36,7 +38,7 @@ const presentBuzz = (row: BuzzRow) => ({
 
 const presentComment = (row: CommentRow) => ({
   id: row.id,
-  buzz_id: row.buzz_id,
+  buzz_id: row.parent_id,
   text: row.text,
   created_at: row.created_at.toISOString(),
   author_id: row.author_id,
@@ -55,38 +57,23 @@ const usernameTaken = (username: string) =>
 /**
  * Profiles, buzzes, reactions, comments, follows and search: the app's public data, per app and key
  * mode. Writes run in the transaction of their charge and emit their events in it; a test key's app
- * gets its sandbox's fixtures on its first call.
+ * gets its sandbox's fixtures on its first call. Moments and About content build on its profiles
+ * through `scope`, `ownProfile` and `profileNamed`.
  */
 export function createSocialService(deps: {
   pool: DatabasePool;
   clock: Clock;
   outbox: Outbox;
   cursors: Cursors;
+  sandbox: Sandbox;
 }) {
   const store = socialStore(deps.pool);
-  /** Apps whose sandbox this process knows to be seeded: one look at the table per app and process. */
-  const seeded = new Set<string>();
-
-  /**
-   * Seeds a test app's sandbox before its first read or write (a user could otherwise take a
-   * fixture's username first), in a transaction of its own: a write that fails afterwards keeps the
-   * sandbox. Called before a write's first statement, while its transaction holds no connection yet.
-   */
-  async function ensureSandbox(scope: Scope): Promise<void> {
-    if (scope.mode !== 'test' || seeded.has(scope.appId)) return;
-    await inTransaction(deps.pool, async (tx) => {
-      // Replicas seeding the same app at once wait for the first, then find it seeded.
-      await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('sandbox:' || ${scope.appId}))`);
-      const done = await tx.exists(sql.unsafe`select 1 from sandboxes where app_id = ${scope.appId}`);
-      if (!done) await seedSandbox(tx, scope.appId, deps.clock.now());
-    });
-    seeded.add(scope.appId);
-  }
+  deps.sandbox.register(socialSandbox);
 
   /** The scope of a call, its sandbox seeded first. */
   async function scoped(principal: Principal): Promise<Scope> {
     const scope = scopeOf(principal);
-    await ensureSandbox(scope);
+    await deps.sandbox.ensure(scope);
     return scope;
   }
 
@@ -120,6 +107,13 @@ export function createSocialService(deps: {
   });
 
   return {
+    /** The call's app and mode, its sandbox seeded first: every public-data call starts here. */
+    scope: scoped,
+    /** The user's profile for a write of theirs, read in its transaction (409 PROFILE_REQUIRED). */
+    ownProfile: myProfile,
+    /** A profile by username (any case), or a 404. */
+    profileNamed: requireProfile,
+
     // ----- profiles ---------------------------------------------------------------------------
 
     getProfile: async (principal: Principal, username: string) =>
@@ -260,15 +254,15 @@ export function createSocialService(deps: {
       const buzz = await requireBuzz(scope, id, tx);
       const comment = {
         id: newId('cmt'),
-        buzz_id: id,
+        parent_id: id,
         text,
         created_at: deps.clock.now(),
         author_id: me.user_id,
         author_username: me.username,
       };
-      await socialStore(tx).insertComment({
+      await commentsStore(tx, COMMENTED.buzz).insert({
         id: comment.id,
-        buzzPk: buzz.pk,
+        parentPk: buzz.pk,
         authorPk: me.pk,
         text,
         at: comment.created_at,
@@ -286,7 +280,7 @@ export function createSocialService(deps: {
     listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {
       const buzz = await requireBuzz(await scoped(principal), id);
       const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
-      const rows = await store.listComments(buzz.pk, {
+      const rows = await commentsStore(deps.pool, COMMENTED.buzz).list(buzz.pk, {
         ...(position ? { after: position } : {}),
         limit: query.limit + 1,
       });

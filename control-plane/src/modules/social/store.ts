@@ -3,13 +3,7 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
-import {
-  BuzzRow,
-  CommentRow,
-  ProfileRow,
-  SEARCH_BUZZ_CANDIDATES,
-  SEARCH_PROFILE_CANDIDATES,
-} from './schema.js';
+import { BuzzRow, ProfileRow, SEARCH_BUZZ_CANDIDATES, SEARCH_PROFILE_CANDIDATES } from './schema.js';
 
 /** An app's data in one key mode: every query is scoped to it. */
 export interface Scope {
@@ -26,7 +20,7 @@ const buzzColumns = sql.fragment`
 const inScope = (alias: string, scope: Scope) =>
   sql.fragment`${sql.identifier([alias, 'app_id'])} = ${scope.appId} and ${sql.identifier([alias, 'mode'])} = ${scope.mode}`;
 /** Newest first, after a cursor's position: the keyset the listing indexes are ordered by. */
-const after = (alias: string, position: Position | undefined) =>
+export const after = (alias: string, position: Position | undefined) =>
   position
     ? sql.fragment`and (${sql.identifier([alias, 'created_at'])}, ${sql.identifier([alias, 'id'])}) < (${sql.timestamp(position.createdAt)}, ${position.id})`
     : sql.fragment``;
@@ -139,29 +133,6 @@ export function socialStore(db: Db) {
           )
           update buzzes b set reactions = b.reactions - 1 from gone where b.pk = gone.buzz_pk
           returning b.pk`)) !== null,
-
-    insertComment: async (comment: {
-      id: string;
-      buzzPk: number;
-      authorPk: number;
-      text: string;
-      at: Date;
-    }) => {
-      await db.query(sql.unsafe`
-        with comment as (
-          insert into buzz_comments (id, buzz_pk, author_pk, text, created_at)
-          values (${comment.id}, ${comment.buzzPk}, ${comment.authorPk}, ${comment.text}, ${sql.timestamp(comment.at)})
-        )
-        update buzzes set comments = comments + 1 where pk = ${comment.buzzPk}`);
-    },
-
-    listComments: (buzzPk: number, options: { after?: Position; limit: number }) =>
-      db.any(sql.type(CommentRow)`
-        select c.id, b.id as buzz_id, c.text, c.created_at, a.user_id as author_id, a.username as author_username
-        from buzz_comments c join buzzes b on b.pk = c.buzz_pk join profiles a on a.pk = c.author_pk
-        where c.buzz_pk = ${buzzPk} ${after('c', options.after)}
-        order by c.created_at desc, c.id desc
-        limit ${options.limit}`),
 
     /**
      * Follows a profile; answers whether the follow is new and the followee's followers after it. The

@@ -10,6 +10,7 @@ import {
   StorageObject,
   UploadRequest,
   UploadResponse,
+  USER_UPLOADS,
 } from './schema.js';
 import type { StorageService } from './service.js';
 
@@ -65,6 +66,35 @@ export const storageRoutes = (storage: StorageService) => [
     errors: [404, 409],
     handler: ({ caller, params }) => storage.complete(caller, params.object_id),
   }),
+  // ----- the signed-in user (user token): their own uploads, for their moments ----------------
+  route({
+    operationId: 'me.storage.uploads.create',
+    method: 'POST',
+    url: '/v1/me/storage/uploads',
+    auth: 'user-token',
+    tags: ['me'],
+    summary: 'Reserve an upload of the user’s own (a video to publish as a moment), as the app’s server does',
+    body: UploadRequest,
+    response: UploadResponse,
+    status: 201,
+    errors: [403],
+    price: { product: 'storage', metric: 'uploads' },
+    perUser: USER_UPLOADS,
+    handler: ({ caller, body, tx }) => storage.reserveUpload(caller, body, tx, caller.userId),
+  }),
+  route({
+    operationId: 'me.storage.objects.complete',
+    method: 'POST',
+    url: '/v1/me/storage/objects/:object_id/complete',
+    auth: 'user-token',
+    tags: ['me'],
+    summary: 'Make the user’s upload ready once its bytes arrived; another’s object is a 404',
+    params: ObjectParams,
+    response: StorageObject,
+    errors: [404, 409],
+    perUser: USER_UPLOADS,
+    handler: ({ caller, params }) => storage.complete(caller, params.object_id, caller.userId),
+  }),
   route({
     operationId: 'storage.objects.list',
     method: 'GET',
@@ -96,10 +126,11 @@ export const storageRoutes = (storage: StorageService) => [
     url: '/v1/storage/objects/:object_id',
     auth: 'secret-key',
     tags: ['storage'],
-    summary: 'Remove the bytes and the record; URLs already issued stop working',
+    summary:
+      'Remove the bytes and the record; URLs already issued stop working (409 while it backs public media)',
     params: ObjectParams,
     response: DeleteResponse,
-    errors: [404],
+    errors: [404, 409],
     handler: ({ caller, params }) => storage.remove(caller, params.object_id),
   }),
   /**

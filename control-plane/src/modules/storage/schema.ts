@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
+import type { UserLimit } from '../../platform/admission.js';
 import { displayName } from '../../platform/identities.js';
 import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
 
@@ -51,6 +52,13 @@ export function looksLikeActiveDocument(head: Buffer): boolean {
   );
 }
 
+/** A user's uploads per hour: reserving one and completing it count one each. */
+export const USER_UPLOADS = {
+  name: 'uploads',
+  limit: 200,
+  windowSeconds: 3_600,
+} as const satisfies UserLimit;
+
 export const StorageObjectRow = z.object({
   id: z.string(),
   app_id: z.string(),
@@ -62,6 +70,7 @@ export const StorageObjectRow = z.object({
   metadata: z.record(z.string()),
   status: z.enum(['pending', 'ready']),
   storage_key: z.string(),
+  owner_user_id: z.string().nullable(),
   created_at: z.date(),
   completed_at: z.date().nullable(),
 });

@@ -1,4 +1,4 @@
-import type { DatabasePool } from 'slonik';
+import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
 import type { ObjectStore } from '../../adapters/s3.js';
 import type { Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
@@ -6,7 +6,7 @@ import type { Cursors } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Metering } from '../../platform/metering.js';
-import { type Db, inTransaction } from '../../platform/transaction.js';
+import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
 import {
   ACTIVE_DOCUMENT_NAME,
   isAllowedContentType,
@@ -47,24 +47,59 @@ const refusedType = (contentType: string) =>
 /** Object keys: the key mode first, so lifecycle rules can target test objects by prefix. */
 export const storageKeyOf = (mode: string, appId: string, objectId: string) => `${mode}/${appId}/${objectId}`;
 
+/** Keys of storage objects: the storage key space, apart from what other products keep in the bucket. */
+const isObjectKey = (key: string) => key.startsWith('live/') || key.startsWith('test/');
+
+const backsMedia = () =>
+  errors.conflict(
+    'The object is shown as public media (a moment or a studio asset): delete that first, then the object',
+    'OBJECT_IN_USE',
+  );
+
+/**
+ * Storage objects. `releaseMedia` takes down the public media made from objects that go without being
+ * asked (a test object's seven days, a MinIO lifecycle expiry); an object the app removes itself while
+ * it backs media is a 409 instead.
+ */
 export function createStorageService(deps: {
   pool: DatabasePool;
   clock: Clock;
   objects: ObjectStore;
   metering: Metering;
   cursors: Cursors;
+  releaseMedia: (tx: Transaction, objectIds: readonly string[]) => Promise<void>;
   onError?: (error: unknown) => void;
 }) {
-  async function requireObject(principal: Principal, id: string): Promise<StorageObjectRow> {
-    const row = await storageStore(deps.pool).find(id, principal.appId, principal.mode);
+  /** The object of the caller's app and mode; a user's own only, when `ownerUserId` is given. */
+  async function requireObject(
+    principal: Principal,
+    id: string,
+    ownerUserId?: string,
+  ): Promise<StorageObjectRow> {
+    const row = await storageStore(deps.pool).find(id, principal.appId, principal.mode, ownerUserId);
     if (!row) throw errors.notFound(`Object ${id}`);
     return row;
   }
 
+  /** The record first (it may back media: 409, nothing lost), the bytes before its commit. */
   async function removeObject(row: StorageObjectRow): Promise<void> {
-    await deps.objects.remove(row.storage_key);
-    await storageStore(deps.pool).delete(row.id);
+    await inTransaction(deps.pool, async (tx) => {
+      try {
+        await storageStore(tx).delete(row.id);
+      } catch (error) {
+        if (error instanceof ForeignKeyIntegrityConstraintViolationError) throw backsMedia();
+        throw error;
+      }
+      await deps.objects.remove(row.storage_key);
+    });
   }
+
+  /** Records of objects whose bytes went: their media go with them. */
+  const forgetObjects = (ids: readonly string[]) =>
+    inTransaction(deps.pool, async (tx) => {
+      await deps.releaseMedia(tx, ids);
+      await storageStore(tx).deleteMany(ids);
+    });
 
   return {
     /** Reserves an upload (priced per upload) and signs the PUT URL for the public endpoint. */
@@ -72,6 +107,7 @@ export function createStorageService(deps: {
       principal: Principal,
       input: { name: string; content_type: string; size_bytes: number; metadata?: Record<string, string> },
       tx: Db,
+      ownerUserId: string | null = null,
     ) => {
       if (!isAllowedContentType(input.content_type)) throw refusedType(input.content_type);
       if (ACTIVE_DOCUMENT_NAME.test(input.name)) {
@@ -100,6 +136,7 @@ export function createStorageService(deps: {
         declaredSize: input.size_bytes,
         metadata: input.metadata ?? {},
         storageKey,
+        ownerUserId,
         at: deps.clock.now(),
       });
       return {
@@ -122,8 +159,8 @@ export function createStorageService(deps: {
     },
 
     /** Checks the bytes are in MinIO at their declared size, and makes the object ready. */
-    complete: async (principal: Principal, id: string) => {
-      const row = await requireObject(principal, id);
+    complete: async (principal: Principal, id: string, ownerUserId?: string) => {
+      const row = await requireObject(principal, id, ownerUserId);
       if (row.status === 'ready') return present(row);
       // The size is signed into the upload URL, so bytes that are there have the declared size.
       const size = await deps.objects.sizeOf(row.storage_key);
@@ -173,8 +210,27 @@ export function createStorageService(deps: {
       return { ok: true as const, id };
     },
 
-    /** MinIO reported an object gone (a lifecycle rule, an operator): its record goes too. */
-    forgetRemovedKey: (storageKey: string) => storageStore(deps.pool).deleteByKey(storageKey),
+    /**
+     * A ready object whose bytes a product reads (a moment's video, a studio photo): the app's, or the
+     * user's own when `ownerUserId` is given (404 otherwise, as if it did not exist); 409 while pending.
+     */
+    readyObject: async (principal: Principal, id: string, ownerUserId?: string) => {
+      const row = await requireObject(principal, id, ownerUserId);
+      if (row.status !== 'ready')
+        throw errors.conflict('The object is pending: complete the upload before using it');
+      return {
+        id: row.id,
+        storageKey: row.storage_key,
+        contentType: row.content_type,
+        sizeBytes: row.size_bytes!,
+      };
+    },
+
+    /** MinIO reported an object gone (a lifecycle rule, an operator): its record and media go too. */
+    forgetRemovedKey: async (storageKey: string) => {
+      const id = await storageStore(deps.pool).idByKey(storageKey);
+      if (id !== null) await forgetObjects([id]);
+    },
 
     /**
      * MinIO reported bytes written: without a record (an upload URL of a deleted object, anything
@@ -182,6 +238,7 @@ export function createStorageService(deps: {
      * record is committed before its URL is handed out, so a real upload always finds it.
      */
     removeUnrecordedKey: async (storageKey: string) => {
+      if (!isObjectKey(storageKey)) return;
       if (!(await storageStore(deps.pool).existsByKey(storageKey))) await deps.objects.remove(storageKey);
     },
 
@@ -197,7 +254,7 @@ export function createStorageService(deps: {
         );
         // Bytes first: a record outlives its bytes only until the next sweep, never the reverse.
         await deps.objects.removeMany(expired.map((row) => row.storage_key));
-        await storageStore(deps.pool).deleteMany(expired.map((row) => row.id));
+        await forgetObjects(expired.map((row) => row.id));
         removed += expired.length;
         if (expired.length < SWEEP_BATCH) return removed;
       }

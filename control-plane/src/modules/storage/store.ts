@@ -6,7 +6,8 @@ import type { Db } from '../../platform/transaction.js';
 import { StorageObjectRow } from './schema.js';
 
 const columns = sql.fragment`
-  id, app_id, mode, name, content_type, declared_size, size_bytes, metadata, status, storage_key, created_at, completed_at`;
+  id, app_id, mode, name, content_type, declared_size, size_bytes, metadata, status, storage_key, owner_user_id,
+  created_at, completed_at`;
 
 /** SQL of storage objects. */
 export function storageStore(db: Db) {
@@ -32,19 +33,25 @@ export function storageStore(db: Db) {
       declaredSize: number;
       metadata: Record<string, string>;
       storageKey: string;
+      ownerUserId: string | null;
       at: Date;
     }) =>
       db.one(sql.type(StorageObjectRow)`
         insert into storage_objects (id, app_id, account_id, mode, name, content_type, declared_size, metadata, status,
-                                     storage_key, created_at)
+                                     storage_key, owner_user_id, created_at)
         values (${row.id}, ${row.appId}, ${row.accountId}, ${row.mode}, ${row.name}, ${row.contentType},
-                ${row.declaredSize}, ${sql.jsonb(row.metadata)}, 'pending', ${row.storageKey}, ${sql.timestamp(row.at)})
+                ${row.declaredSize}, ${sql.jsonb(row.metadata)}, 'pending', ${row.storageKey}, ${row.ownerUserId},
+                ${sql.timestamp(row.at)})
         returning ${columns}`),
 
-    /** An object as its own app sees it in one mode: any other app or mode finds nothing. */
-    find: (id: string, appId: string, mode: KeyMode) =>
+    /**
+     * An object as its own app sees it in one mode (any other app or mode finds nothing); as a user
+     * sees it, only if they uploaded it.
+     */
+    find: (id: string, appId: string, mode: KeyMode, ownerUserId?: string) =>
       db.maybeOne(sql.type(StorageObjectRow)`
-        select ${columns} from storage_objects where id = ${id} and app_id = ${appId} and mode = ${mode}`),
+        select ${columns} from storage_objects where id = ${id} and app_id = ${appId} and mode = ${mode}
+          ${ownerUserId === undefined ? sql.fragment`` : sql.fragment`and owner_user_id = ${ownerUserId}`}`),
 
     markReady: (id: string, sizeBytes: number, at: Date) =>
       db.one(sql.type(StorageObjectRow)`
@@ -59,8 +66,12 @@ export function storageStore(db: Db) {
     existsByKey: (storageKey: string) =>
       db.exists(sql.unsafe`select 1 from storage_objects where storage_key = ${storageKey}`),
 
-    deleteByKey: (storageKey: string) =>
-      db.query(sql.unsafe`delete from storage_objects where storage_key = ${storageKey}`),
+    idByKey: (storageKey: string) =>
+      db.maybeOneFirst(
+        sql.type(
+          z.object({ id: z.string() }),
+        )`select id from storage_objects where storage_key = ${storageKey}`,
+      ),
 
     /** A page, newest first, after the (created_at, id) of the previous page's last object. */
     page: (filter: {

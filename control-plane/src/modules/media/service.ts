@@ -1,0 +1,248 @@
+import { PassThrough } from 'node:stream';
+import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
+import type { MediaProbe, MediaTools } from '../../adapters/media-tools.js';
+import type { ObjectStore } from '../../adapters/s3.js';
+import type { Accrual } from '../../platform/accrual.js';
+import type { Principal } from '../../platform/caller.js';
+import type { Clock } from '../../platform/clock.js';
+import { errors, ServiceError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { Transaction } from '../../platform/transaction.js';
+import type { StorageService } from '../storage/service.js';
+import { MEDIA_MAX_AGE_SECONDS, MEDIA_PREFIX, type MediaRules, THUMBNAIL_SIDE } from './schema.js';
+import { mediaStore } from './store.js';
+
+/** How long the signed URL ffprobe and ffmpeg read a file through stays valid. */
+const TOOL_URL_SECONDS = 300;
+/** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
+const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
+
+/** Media made from an object, checked and with its thumbnail stored, not yet recorded. */
+export interface MediaDraft {
+  id: string;
+  kind: 'video' | 'photo';
+  objectId: string;
+  storageKey: string;
+  contentType: string;
+  sizeBytes: number;
+  width: number;
+  height: number;
+  durationMs: number | null;
+  thumbnailKey: string;
+  thumbnailBytes: number;
+}
+
+/** Where a request named the file, for the 422's field. */
+export interface FileField {
+  in: 'body';
+  name: string;
+}
+
+/** The type browsers are told, from what ffprobe found (never from what the uploader declared alone). */
+function contentTypeOf(probe: MediaProbe, codec: string, declared: string): string {
+  if (probe.format.startsWith('mov')) return declared === 'video/quicktime' ? declared : 'video/mp4';
+  if (probe.format.startsWith('matroska')) return declared === 'video/x-matroska' ? declared : 'video/webm';
+  return { png: 'image/png', mjpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif' }[codec] ?? declared;
+}
+
+/**
+ * Public media: videos and photos made from storage objects, checked with ffprobe, with a thumbnail
+ * made by ffmpeg, served without a key at /media/{id} while what shows them exists. Their bytes stay
+ * the storage object's (billed as stored bytes); what is served counts as bandwidth of their app.
+ */
+export function createMediaService(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  objects: ObjectStore;
+  tools: MediaTools;
+  accrual: Accrual;
+  storage: StorageService;
+  publicUrl: string;
+  onError?: (error: unknown) => void;
+}) {
+  const base = deps.publicUrl.replace(/\/$/, '');
+  const onError = deps.onError ?? (() => {});
+
+  /** Checks a file against the rules: its picture, sound, length and size, as ffprobe reads them. */
+  async function inspect(url: string, declaredType: string, rules: MediaRules, field: FileField) {
+    const refuse = (why: string) => errors.invalidField(field.in, field.name, why);
+    const what = rules.kind === 'video' ? 'a video' : 'a photo';
+    const probe = await deps.tools.probe(url, rules.demuxers);
+    if ('unreadable' in probe) {
+      throw refuse(
+        `is not ${what} this API accepts (${probe.unreadable}): ${rules.kind === 'video' ? 'MP4, QuickTime, WebM or Matroska' : 'PNG, JPEG, WebP or GIF'} only`,
+      );
+    }
+    const picture = probe.streams.find((stream) => stream.type === 'video');
+    if (!picture?.width || !picture.height) throw refuse(`is not ${what}: it has no picture`);
+    if (!rules.codecs.includes(picture.codec)) {
+      throw refuse(`has a ${picture.codec} picture; accepted: ${rules.codecs.join(', ')}`);
+    }
+    for (const sound of probe.streams.filter((stream) => stream.type === 'audio')) {
+      if (!rules.audioCodecs.includes(sound.codec)) {
+        throw refuse(`has ${sound.codec} sound; accepted: ${rules.audioCodecs.join(', ') || 'none'}`);
+      }
+    }
+    let durationMs: number | null = null;
+    if (rules.kind === 'video') {
+      if (probe.duration === null) throw refuse('is a video whose length cannot be read');
+      if (rules.maxSeconds !== undefined && probe.duration > rules.maxSeconds) {
+        throw refuse(`is ${probe.duration.toFixed(1)} s long; at most ${rules.maxSeconds} s`);
+      }
+      durationMs = Math.max(1, Math.round(probe.duration * 1000));
+    }
+    // Shown upright: a phone's portrait video is stored sideways with a quarter turn to apply.
+    const sideways = Math.abs(picture.rotation ?? 0) % 180 === 90;
+    const width = sideways ? picture.height : picture.width;
+    const height = sideways ? picture.width : picture.height;
+    if (Math.max(width, height) > rules.maxSide) {
+      throw refuse(`is ${width}×${height}; at most ${rules.maxSide} pixels a side`);
+    }
+    const thumbnail = await deps.tools.thumbnail(url, rules.demuxers, {
+      // Past a fade-in from black, well inside even a short clip.
+      atSeconds: durationMs === null ? 0 : Math.min(1, durationMs / 4_000),
+      maxSide: THUMBNAIL_SIDE,
+    });
+    if ('undecodable' in thumbnail) throw refuse(`is ${what} none of whose pictures decodes`);
+    return {
+      contentType: contentTypeOf(probe, picture.codec, declaredType),
+      width,
+      height,
+      durationMs,
+      thumbnail,
+    };
+  }
+
+  /** Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. */
+  function metered(
+    body: NodeJS.ReadableStream,
+    payer: { accountId: string; appId: string; mode: 'live' | 'test' },
+  ) {
+    let bytes = 0;
+    const counter = new PassThrough();
+    counter.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+    });
+    counter.on('close', () => {
+      if (bytes > 0)
+        deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
+    });
+    body.on('error', (error) => counter.destroy(error));
+    return body.pipe(counter);
+  }
+
+  async function removeThumbnails(keys: readonly string[]) {
+    // The sandbox's clips are shared by every test app: only a medium's own thumbnail goes with it.
+    const own = keys.filter((key) => key.startsWith(MEDIA_PREFIX));
+    if (own.length > 0) await deps.objects.removeMany(own);
+  }
+
+  return {
+    /** ffprobe's and ffmpeg's versions; throws when either cannot run. */
+    checkTools: () => deps.tools.versions(),
+
+    urls: (id: string) => ({ url: `${base}/media/${id}`, thumbnail_url: `${base}/media/${id}/thumbnail` }),
+
+    /**
+     * Checks a ready storage object as media of the rules' kind and stores its thumbnail; nothing is
+     * recorded yet. Runs before the write's transaction takes a connection: ffmpeg takes a while.
+     */
+    async prepare(
+      principal: Principal,
+      source: { objectId: string; ownerUserId?: string },
+      rules: MediaRules,
+      field: FileField,
+    ): Promise<MediaDraft> {
+      const object = await deps.storage.readyObject(principal, source.objectId, source.ownerUserId);
+      const url = await deps.objects.presignInternalGet(object.storageKey, TOOL_URL_SECONDS);
+      const checked = await inspect(url, object.contentType, rules, field);
+      const id = newId('med');
+      const thumbnailKey = `${MEDIA_PREFIX}${principal.mode}/${principal.appId}/${id}.jpg`;
+      await deps.objects.put(thumbnailKey, checked.thumbnail, 'image/jpeg');
+      return {
+        id,
+        kind: rules.kind,
+        objectId: object.id,
+        storageKey: object.storageKey,
+        contentType: checked.contentType,
+        sizeBytes: object.sizeBytes,
+        width: checked.width,
+        height: checked.height,
+        durationMs: checked.durationMs,
+        thumbnailKey,
+        thumbnailBytes: checked.thumbnail.length,
+      };
+    },
+
+    /** Records prepared media in the write's transaction; its object removed meanwhile is a 404. */
+    async record(tx: Transaction, principal: Principal, draft: MediaDraft): Promise<void> {
+      try {
+        await mediaStore(tx).insert({
+          ...draft,
+          appId: principal.appId,
+          accountId: principal.accountId,
+          mode: principal.mode,
+          at: deps.clock.now(),
+        });
+      } catch (error) {
+        if (error instanceof ForeignKeyIntegrityConstraintViolationError)
+          throw errors.notFound(`Object ${draft.objectId}`);
+        throw error;
+      }
+    },
+
+    /** Drops a draft whose write failed: its thumbnail. */
+    discard: (draft: MediaDraft) => removeThumbnails([draft.thumbnailKey]).catch(onError),
+
+    /** Deletes media: its URLs answer 404 at once, its object may be removed, its thumbnail goes. */
+    async release(tx: Transaction, ids: readonly string[]): Promise<void> {
+      const thumbnails = await mediaStore(tx).release(deps.clock.now(), { ids });
+      tx.afterCommit(() => removeThumbnails(thumbnails));
+    },
+
+    /** Deletes the media made from objects that are going (storage's sweep and expiries). */
+    async releaseObjects(tx: Transaction, objectIds: readonly string[]): Promise<void> {
+      if (objectIds.length === 0) return;
+      const thumbnails = await mediaStore(tx).release(deps.clock.now(), { objectIds });
+      tx.afterCommit(() => removeThumbnails(thumbnails));
+    },
+
+    /**
+     * Serves media or its thumbnail to anyone with the URL: one range when asked (206), metered as
+     * bandwidth of the media's app. Deleted media, or media whose bytes are gone, is a 404.
+     */
+    async serve(id: string, variant: 'file' | 'thumbnail', rangeHeader: string | undefined) {
+      const media = await mediaStore(deps.pool).live(id);
+      if (!media) throw errors.notFound(`Media ${id}`);
+      const thumbnail = variant === 'thumbnail';
+      // Several ranges at once are rare from players; the whole file is a correct answer to them.
+      const range = rangeHeader !== undefined && SINGLE_RANGE.test(rangeHeader) ? rangeHeader : undefined;
+      const read = await deps.objects.read(thumbnail ? media.thumbnail_key : media.storage_key, range);
+      if (read === null) throw errors.notFound(`Media ${id}`);
+      if ('unsatisfiable' in read) {
+        throw new ServiceError('invalid_request', `The range ${rangeHeader} is outside the file`, {
+          status: 416,
+          headers: { 'content-range': `bytes */${read.unsatisfiable}` },
+        });
+      }
+      return {
+        status: read.contentRange ? 206 : 200,
+        headers: {
+          'content-type': thumbnail ? 'image/jpeg' : media.content_type,
+          'content-length': String(read.length),
+          ...(read.contentRange ? { 'content-range': read.contentRange } : {}),
+          'accept-ranges': 'bytes',
+          // The bytes of an id never change; a deletion must reach browsers within a minute.
+          'cache-control': `public, max-age=${MEDIA_MAX_AGE_SECONDS}`,
+          etag: `"${id}${thumbnail ? '-t' : ''}"`,
+          'x-content-type-options': 'nosniff',
+          'access-control-allow-origin': '*',
+          'cross-origin-resource-policy': 'cross-origin',
+        },
+        body: metered(read.body, { accountId: media.account_id, appId: media.app_id, mode: media.mode }),
+      };
+    },
+  };
+}
+
+export type MediaService = ReturnType<typeof createMediaService>;

@@ -1,0 +1,74 @@
+import type { DatabasePool } from 'slonik';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from './caller.js';
+import type { Clock } from './clock.js';
+import { inTransaction, type Transaction } from './transaction.js';
+
+/** One product's share of the test mode's sandbox (profiles and buzzes, moments, About content…). */
+export interface SandboxPart {
+  /** Recorded per app once seeded: a part added by an upgrade is seeded into older sandboxes too. */
+  name: string;
+  /**
+   * Work outside any transaction before the first seeding of this process (rendering the media the
+   * fixtures point at): once per process, again after a failure.
+   */
+  prepare?: () => Promise<void>;
+  /** Writes the part's fixtures for one app, in the seeding's transaction. */
+  seed(tx: Transaction, appId: string, at: Date): Promise<void>;
+}
+
+const Seeded = z.object({ part: z.string() });
+
+/**
+ * The test mode's sandbox: every public-data product registers its part (in the order they depend on
+ * each other: profiles first), and each call of a test key seeds what its app lacks before it reads
+ * or writes, so a user can never take a fixture's username first. A seeding runs in a transaction of
+ * its own (a write that fails afterwards keeps the sandbox), before a write's first statement, while
+ * its transaction holds no connection yet.
+ */
+export function createSandbox(deps: { pool: DatabasePool; clock: Clock }) {
+  const parts: SandboxPart[] = [];
+  /** Apps whose sandbox this process knows to be complete: one look at the table per app and process. */
+  const complete = new Set<string>();
+  let prepared: Promise<void> | undefined;
+
+  const prepare = () => {
+    prepared ??= Promise.all(parts.map((part) => part.prepare?.())).then(
+      () => {},
+      (error: unknown) => {
+        prepared = undefined;
+        throw error;
+      },
+    );
+    return prepared;
+  };
+
+  return {
+    register(part: SandboxPart): void {
+      if (parts.some((known) => known.name === part.name)) throw new Error(`sandbox part ${part.name} twice`);
+      parts.push(part);
+    },
+
+    async ensure(scope: { appId: string; mode: KeyMode }): Promise<void> {
+      if (scope.mode !== 'test' || complete.has(scope.appId)) return;
+      await prepare();
+      await inTransaction(deps.pool, async (tx) => {
+        // Replicas seeding the same app at once wait for the first, then find it seeded.
+        await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('sandbox:' || ${scope.appId}))`);
+        const done = new Set(
+          await tx.anyFirst(sql.type(Seeded)`select part from sandboxes where app_id = ${scope.appId}`),
+        );
+        const at = deps.clock.now();
+        for (const part of parts.filter((known) => !done.has(known.name))) {
+          await part.seed(tx, scope.appId, at);
+          await tx.query(sql.unsafe`
+            insert into sandboxes (app_id, part, seeded_at) values (${scope.appId}, ${part.name}, ${sql.timestamp(at)})`);
+        }
+      });
+      complete.add(scope.appId);
+    },
+  };
+}
+
+export type Sandbox = ReturnType<typeof createSandbox>;
