@@ -9,6 +9,7 @@ import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
 import { registerRoutes } from './http/pipeline.js';
 import { registerValidation } from './http/validation.js';
+import { aboutRoutes } from './modules/about/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
@@ -149,6 +150,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...webhookRoutes(container.webhooks),
     ...userRoutes(container.userTokens),
     ...socialRoutes(container.social),
+    ...aboutRoutes(container.about),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

@@ -9,6 +9,7 @@ import { createWebhookSender } from './adapters/webhook-sender.js';
 import { commaSeparated } from './config/load.js';
 import type { Settings } from './config/schema.js';
 import { type Core, type CoreOptions, createCore } from './core.js';
+import { type AboutService, createAboutService } from './modules/about/service.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
@@ -41,6 +42,7 @@ export interface Container extends Core {
   studio: StudioService;
   shield: ShieldService;
   social: SocialService;
+  about: AboutService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -130,11 +132,13 @@ export async function createContainer(
     accrual,
     storage,
     publicUrl: settings.SVC_PUBLIC_URL,
+    sandbox,
     onError,
   });
   const social = createSocialService({ pool, clock, outbox, cursors, sandbox });
-  const moments = createMomentsService({ pool, clock, outbox, cursors, social, media });
+  const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
+  const about = createAboutService({ pool, clock, cursors, social, sandbox });
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
@@ -184,6 +188,7 @@ export async function createContainer(
     social,
     moments,
     studio,
+    about,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -8,6 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { SANDBOX_CLIPS } from '../src/modules/media/sandbox.js';
+import { SANDBOX_MOMENTS } from '../src/modules/social/moments-sandbox.js';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { photo, probeBytes, sideways, upload, video } from './media-files.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -337,5 +339,32 @@ describe('listing, moderation, likes, comments and views', () => {
       select body from webhook_events where app_id = ${appId} and type = 'sip.created'
         and body::jsonb->'data'->'moment'->>'id' = ${moment.id}`);
     expect(JSON.parse(body).data).toEqual({ moment });
+  });
+});
+
+describe('the sandbox', () => {
+  it('gives a test key moments with real videos and thumbnails, their counts what their rows count', async () => {
+    const sandbox = await createCustomer(ctx.container);
+    const first = await callWithKey(ctx.app, sandbox.token, 'GET', '/v1/moments?limit=100');
+    expect(first.statusCode, first.body).toBe(200);
+    const moments = first.json().items;
+    expect(moments).toHaveLength(SANDBOX_MOMENTS);
+    for (const moment of moments) expect(moment.author_id).toMatch(/^sandbox-/);
+    for (const moment of moments.slice(0, SANDBOX_CLIPS.length)) {
+      const played = await fetchMedia(moment.video_url, { range: 'bytes=0-' });
+      expect(played.statusCode).toBe(206);
+      expect(played.headers['content-type']).toMatch(/^video\/(mp4|webm)$/);
+      const thumbnail = await probeBytes((await fetchMedia(moment.thumbnail_url)).rawPayload);
+      expect(thumbnail.codec_name).toBe('mjpeg');
+      expect(Math.max(thumbnail.width, thumbnail.height)).toBe(Math.max(moment.width, moment.height));
+    }
+    const mismatched = await ctx.container.pool.anyFirst(sql.type(z.object({ id: z.string() }))`
+      select mo.id from moments mo
+      where mo.app_id = ${sandbox.app.id}
+        and (mo.like_count <> (select count(*) from moment_likes l where l.moment_pk = mo.pk)
+          or mo.comment_count <> (select count(*) from moment_comments c where c.moment_pk = mo.pk))`);
+    expect(mismatched).toEqual([]);
+    const liked = moments.filter((moment: { like_count: number }) => moment.like_count > 0);
+    expect(liked.length).toBeGreaterThan(SANDBOX_MOMENTS / 2);
   });
 });

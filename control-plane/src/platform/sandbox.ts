@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { DatabasePool } from 'slonik';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -72,3 +73,12 @@ export function createSandbox(deps: { pool: DatabasePool; clock: Clock }) {
 }
 
 export type Sandbox = ReturnType<typeof createSandbox>;
+
+/**
+ * Fixture ids unique across apps: 80 bits of a hash of the app id tell the apps apart, and the "_"
+ * after "sbx" keeps them apart from newId's, whose random part is base62.
+ */
+export function sandboxId(appId: string, prefix: string, name: string | number): string {
+  const appTag = createHash('sha256').update(appId).digest('hex').slice(0, 20);
+  return `${prefix}_sbx_${appTag}_${typeof name === 'number' ? String(name).padStart(5, '0') : name}`;
+}

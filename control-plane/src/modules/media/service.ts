@@ -7,8 +7,10 @@ import type { Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import type { StorageService } from '../storage/service.js';
+import { mediaSandbox } from './sandbox.js';
 import { MEDIA_MAX_AGE_SECONDS, MEDIA_PREFIX, type MediaRules, THUMBNAIL_SIDE } from './schema.js';
 import { mediaStore } from './store.js';
 
@@ -58,8 +60,10 @@ export function createMediaService(deps: {
   accrual: Accrual;
   storage: StorageService;
   publicUrl: string;
+  sandbox: Sandbox;
   onError?: (error: unknown) => void;
 }) {
+  deps.sandbox.register(mediaSandbox({ objects: deps.objects, tools: deps.tools }));
   const base = deps.publicUrl.replace(/\/$/, '');
   const onError = deps.onError ?? (() => {});
 

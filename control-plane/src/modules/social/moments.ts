@@ -6,10 +6,12 @@ import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import { PRUNE_BATCH, pruneInBatches } from '../../platform/pruning.js';
+import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import { MOMENT_VIDEO } from '../media/schema.js';
 import type { MediaService } from '../media/service.js';
 import { COMMENTED, commentsStore } from './comments-store.js';
+import { momentsSandbox } from './moments-sandbox.js';
 import { momentsStore } from './moments-store.js';
 import type { CommentRow, MomentRow } from './schema.js';
 import type { SocialService } from './service.js';
@@ -36,8 +38,10 @@ export function createMomentsService(deps: {
   cursors: Cursors;
   social: SocialService;
   media: MediaService;
+  sandbox: Sandbox;
 }) {
   const store = momentsStore(deps.pool);
+  deps.sandbox.register(momentsSandbox);
 
   const present = (row: MomentRow) => ({
     id: row.id,

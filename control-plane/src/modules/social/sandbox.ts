@@ -263,6 +263,9 @@ const PROFILES: readonly SandboxProfile[] = Object.values(LANGUAGES).flatMap((la
   })),
 );
 
+/** The sandbox profiles' user ids, in a fixed order. */
+export const SANDBOX_USER_IDS = PROFILES.map((profile) => `sandbox-${profile.name}`);
+
 /** The sandbox's sizes. What is drawn (who posts, reacts, comments, follows whom) comes from one seed. */
 export const SANDBOX = {
   /** Profiles, user ids `sandbox-<name>`: 40, in 11 languages. */
