@@ -10,6 +10,8 @@ import { parseUsd } from './platform/money.js';
 export const MAINTENANCE_EVERY_MS = 60_000;
 /** How often live balances are compared with the balance.low threshold. */
 export const BALANCE_LOW_EVERY_MS = 5_000;
+/** Thumbnails left over by failed writes are few: an hourly look at the bucket is plenty. */
+const HOUR_MS = 3_600_000;
 
 interface Task {
   name: string;
@@ -80,6 +82,15 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       everyMs: MAINTENANCE_EVERY_MS,
       leased: true,
       run: () => container.storage.meterStoredBytes(),
+    },
+    {
+      name: 'orphaned thumbnails',
+      everyMs: HOUR_MS,
+      leased: true,
+      run: async () => {
+        const removed = await container.media.sweepThumbnails();
+        if (removed > 0) log.info({ removed }, 'removed thumbnails no media shows');
+      },
     },
     pruning('live webhook ids', 'LiveKit webhook ids past their retention', () =>
       container.live.pruneEvents(),

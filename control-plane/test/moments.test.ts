@@ -266,6 +266,22 @@ describe('a moment’s media', () => {
   });
 });
 
+describe('thumbnails left over', () => {
+  it('go after an hour when no media shows them; shown ones stay', async () => {
+    const author = await user();
+    const moment = (await publish(author, webm, 'video/webm')).published.json();
+    const prefix = `media/live/${appId}/`;
+    // As a write whose commit failed after its thumbnail was stored leaves one.
+    const orphan = `${prefix}med_leftover.jpg`;
+    await ctx.container.objects.put(orphan, Buffer.from('not shown'), 'image/jpeg');
+    expect(await ctx.container.media.sweepThumbnails(prefix)).toBe(0);
+    ctx.clock.advance(2 * 3_600_000);
+    expect(await ctx.container.media.sweepThumbnails(prefix)).toBeGreaterThanOrEqual(1);
+    expect(await ctx.container.objects.sizeOf(orphan)).toBeNull();
+    expect((await fetchMedia(moment.thumbnail_url)).statusCode).toBe(200);
+  });
+});
+
 describe('listing, moderation, likes, comments and views', () => {
   it('lists newest first a page at a time, by author, and the app’s server deletes any', async () => {
     const author = await user();

@@ -6,6 +6,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListObjectsV2Command,
   PutBucketLifecycleConfigurationCommand,
   PutBucketNotificationConfigurationCommand,
   PutObjectCommand,
@@ -199,6 +200,24 @@ export function createObjectStore(settings: S3Settings) {
         new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
       );
       return Buffer.from(await object.Body!.transformToByteArray());
+    },
+
+    /** Keys under a prefix written before `before`, a page (up to 1,000) at a time. */
+    async *keysBefore(prefix: string, before: Date): AsyncGenerator<string[]> {
+      let token: string | undefined;
+      do {
+        const page = await internal.send(
+          new ListObjectsV2Command({
+            Bucket,
+            Prefix: prefix,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+        );
+        yield (page.Contents ?? []).flatMap((object) =>
+          object.Key && object.LastModified && object.LastModified < before ? [object.Key] : [],
+        );
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
     },
 
     remove: async (key: string): Promise<void> => {

@@ -16,6 +16,8 @@ import { mediaStore } from './store.js';
 
 /** How long the signed URL ffprobe and ffmpeg read a file through stays valid. */
 const TOOL_URL_SECONDS = 300;
+/** A thumbnail is stored a moment before its write commits: one older than this without a row is left over. */
+const ORPHAN_AGE_MS = 3_600_000;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
 
@@ -202,6 +204,25 @@ export function createMediaService(deps: {
     async release(tx: Transaction, ids: readonly string[]): Promise<void> {
       const thumbnails = await mediaStore(tx).release(deps.clock.now(), { ids });
       tx.afterCommit(() => removeThumbnails(thumbnails));
+    },
+
+    /**
+     * Thumbnails no shown medium has, older than an hour: those of writes whose commit failed after
+     * the thumbnail was stored, and of deletions whose removal after the commit failed. `under`
+     * narrows it to one app's (`media/{mode}/{app}/`).
+     */
+    async sweepThumbnails(under = MEDIA_PREFIX): Promise<number> {
+      if (!under.startsWith(MEDIA_PREFIX)) throw new Error(`${under} is not under ${MEDIA_PREFIX}`);
+      const before = new Date(deps.clock.now().getTime() - ORPHAN_AGE_MS);
+      let removed = 0;
+      for await (const keys of deps.objects.keysBefore(under, before)) {
+        if (keys.length === 0) continue;
+        const shown = new Set(await mediaStore(deps.pool).shownThumbnails(keys));
+        const orphans = keys.filter((key) => !shown.has(key));
+        await deps.objects.removeMany(orphans);
+        removed += orphans.length;
+      }
+      return removed;
     },
 
     /** Deletes the media made from objects that are going (storage's sweep and expiries). */

@@ -41,6 +41,12 @@ export function mediaStore(db: Db) {
     live: (id: string) =>
       db.maybeOne(sql.type(MediaRow)`select ${columns} from media where id = ${id} and deleted_at is null`),
 
+    /** Of these thumbnail keys, those a shown medium still has. */
+    shownThumbnails: (keys: readonly string[]) =>
+      db.anyFirst(sql.type(Key)`
+        select thumbnail_key from media
+        where thumbnail_key = any(${sql.array(keys, 'text')}) and deleted_at is null`),
+
     /**
      * Deletes media (by id, or by the objects they were made from): they no longer hold their
      * objects; answers the thumbnails they had.

@@ -2,7 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
-import { errors } from '../../platform/errors.js';
+import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import { PRUNE_BATCH, pruneInBatches } from '../../platform/pruning.js';
@@ -121,7 +121,11 @@ export function createMomentsService(deps: {
       const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
       let authorPk: number | undefined;
       if (query.author !== undefined) {
-        const author = await deps.social.profileNamed(scope, query.author).catch(() => null);
+        // An unknown author has no moments: an empty page, as for buzzes.
+        const author = await deps.social.profileNamed(scope, query.author).catch((error: unknown) => {
+          if (error instanceof ServiceError && error.status === 404) return null;
+          throw error;
+        });
         if (!author) return { items: [], next_cursor: null };
         authorPk = author.pk;
       }
