@@ -285,7 +285,7 @@ const publish = async () => {
     throw new Error(`moment of ${moment.width}×${moment.height}`);
   published.push(moment.id);
 };
-const tools = createMediaTools({ concurrency: PUBLISHERS, timeoutMs: 60_000 });
+const tools = createMediaTools({ concurrency: PUBLISHERS, timeoutMs: 60_000, queueTimeoutMs: 60_000 });
 let thumbnailing = 0;
 /** The product's thumbnail of the same object, through a URL presigned the way the product does. */
 const thumbnail = async () => {

@@ -1,7 +1,7 @@
 -- The sandbox is seeded per part (profiles and buzzes, moments, studio, About): a part an upgrade
--- adds is seeded into sandboxes made before it.
+-- adds is seeded into sandboxes made before it. The default stays while replicas of the previous
+-- release, which insert without a part, may still run beside this one.
 alter table sandboxes add column part text not null default 'social';
-alter table sandboxes alter column part drop default;
 alter table sandboxes drop constraint sandboxes_pkey, add primary key (app_id, part);
 
 -- An object uploaded with a user token is that user's: only they publish a moment from it.

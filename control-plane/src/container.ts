@@ -58,8 +58,13 @@ export interface ContainerOptions extends CoreOptions {
 const silent: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
 const sqlSelectOne = sql.unsafe`select 1`;
-/** ffprobe and ffmpeg read a few headers and decode one frame: a minute means a stalled read. */
-const MEDIA_TOOL_TIMEOUT_MS = 60_000;
+/**
+ * ffprobe and ffmpeg read a few headers and decode one frame: 20 s means a stalled read. Both tools
+ * and the wait for a slot stay well inside the minute an Idempotency-Key is held for a request.
+ */
+const MEDIA_TOOL_TIMEOUT_MS = 20_000;
+/** A publish waiting this long for ffmpeg finds the replica saturated (503; the client retries). */
+const MEDIA_QUEUE_TIMEOUT_MS = 10_000;
 
 export async function createContainer(
   settings: Settings,
@@ -128,11 +133,14 @@ export async function createContainer(
     pool,
     clock,
     objects,
-    tools: createMediaTools({ concurrency: availableParallelism(), timeoutMs: MEDIA_TOOL_TIMEOUT_MS }),
+    tools: createMediaTools({
+      concurrency: availableParallelism(),
+      timeoutMs: MEDIA_TOOL_TIMEOUT_MS,
+      queueTimeoutMs: MEDIA_QUEUE_TIMEOUT_MS,
+    }),
     accrual,
     storage,
     publicUrl: settings.SVC_PUBLIC_URL,
-    sandbox,
     onError,
   });
   const social = createSocialService({ pool, clock, outbox, cursors, sandbox });

@@ -170,6 +170,31 @@ describe('publishing a moment', () => {
     });
   });
 
+  it('takes an empty caption; users upload videos only', async () => {
+    const author = await user();
+    const objectId = await upload(ctx.app, author.credential, webm, 'video/webm');
+    const published = await asUser(author.token, 'POST', '/v1/me/moments', {
+      object_id: objectId,
+      caption: '',
+    });
+    expect(published.statusCode, published.body).toBe(200);
+    expect(published.json().caption).toBe('');
+    const pdf = await asUser(author.token, 'POST', '/v1/me/storage/uploads', {
+      name: 'doc.pdf',
+      content_type: 'application/pdf',
+      size_bytes: 100,
+    });
+    expect(pdf.statusCode).toBe(422);
+    expect(pdf.json().error.fields[0]).toMatchObject({ in: 'body', field: 'content_type' });
+    const huge = await asUser(author.token, 'POST', '/v1/me/storage/uploads', {
+      name: 'long.mp4',
+      content_type: 'video/mp4',
+      size_bytes: 2 * 1024 ** 3 + 1,
+    });
+    expect(huge.statusCode).toBe(422);
+    expect(huge.json().error.fields[0]).toMatchObject({ in: 'body', field: 'size_bytes' });
+  });
+
   it('takes only the user’s own ready object, and needs a profile', async () => {
     const [author, other] = [await user(), await user()];
     const theirs = await upload(ctx.app, other.credential, mp4, 'video/mp4');
@@ -217,6 +242,8 @@ describe('a moment’s media', () => {
     expect(part.rawPayload.equals(mp4.subarray(100, 200))).toBe(true);
     const tail = await fetchMedia(moment.video_url, { range: 'bytes=-10' });
     expect(tail.rawPayload.equals(mp4.subarray(-10))).toBe(true);
+    // No HEAD: fastify would read (and meter) the whole file to answer one.
+    expect((await ctx.app.inject({ method: 'HEAD', url: pathOf(moment.video_url) })).statusCode).toBe(404);
     const outside = await fetchMedia(moment.video_url, { range: `bytes=${mp4.length + 10}-` });
     expect(outside.statusCode).toBe(416);
     expect(outside.headers['content-range']).toBe(`bytes */${mp4.length}`);
@@ -237,6 +264,33 @@ describe('a moment’s media', () => {
     expect((await callWithKey(ctx.app, key, 'GET', `/v1/moments/${moment.id}`)).statusCode).toBe(404);
     // Now the object can go.
     expect((await removeObject()).statusCode).toBe(200);
+  });
+
+  it('frees storage’s connection when a viewer goes away mid-download', async () => {
+    const author = await user();
+    // Big enough that MinIO's response is still streaming when the viewer leaves.
+    const long = await video('mp4', '1280x720', 20);
+    const moment = (await publish(author, long, 'video/mp4')).published.json();
+    const address = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `${address}${pathOf(moment.video_url)}`;
+    // More abandoned downloads than the S3 client has sockets (50): each must give its socket back.
+    for (let i = 0; i < 60; i++) {
+      const aborting = new AbortController();
+      const response = await fetch(url, { signal: aborting.signal });
+      expect(response.status).toBe(200);
+      aborting.abort();
+    }
+    try {
+      const last = await fetch(url, {
+        headers: { range: 'bytes=0-99' },
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(last.status).toBe(206);
+      expect(Buffer.from(await last.arrayBuffer()).equals(long.subarray(0, 100))).toBe(true);
+    } finally {
+      // The client's kept-alive sockets would hold the app's close.
+      ctx.app.server.closeAllConnections();
+    }
   });
 
   it('counts the bytes served as bandwidth of the app that owns them', async () => {
@@ -382,5 +436,13 @@ describe('the sandbox', () => {
     expect(mismatched).toEqual([]);
     const liked = moments.filter((moment: { like_count: number }) => moment.like_count > 0);
     expect(liked.length).toBeGreaterThan(SANDBOX_MOMENTS / 2);
+    // Moments share clips, not media: deleting one leaves every other showing.
+    const removed = await callWithKey(ctx.app, sandbox.token, 'DELETE', `/v1/moments/${moments[0].id}`);
+    expect(removed.statusCode, removed.body).toBe(200);
+    const after = (await callWithKey(ctx.app, sandbox.token, 'GET', '/v1/moments?limit=100')).json().items;
+    expect(after.map((moment: { id: string }) => moment.id)).toEqual(
+      moments.slice(1).map((moment: { id: string }) => moment.id),
+    );
+    expect((await fetchMedia(moments[1].thumbnail_url)).statusCode).toBe(200);
   });
 });

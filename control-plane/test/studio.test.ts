@@ -461,10 +461,25 @@ describe('who sees what', () => {
     const page = await asTest('GET', '/v1/studio?limit=100');
     expect(page.statusCode, page.body).toBe(200);
     const items: Asset[] = page.json().items;
-    expect(items.map((item) => item.title)).toEqual(STUDIO_URL_FIXTURES.map(([, , title]) => title));
-    expect(items.every((item) => /^sta_sbx_[0-9a-f]{20}_\d{3}$/.test(item.id))).toBe(true);
+    // Videos of the sandbox's clips, served like an app's own uploads, and URL assets.
+    const clips = items.filter((item) => new URL(item.url).pathname.startsWith('/media/'));
+    expect(clips.map(({ title, width, height }) => ({ title, width, height }))).toEqual(
+      expect.arrayContaining([
+        { title: 'Fractal zoom', width: 360, height: 640 },
+        { title: 'Colour bars', width: 640, height: 360 },
+      ]),
+    );
+    expect(clips).toHaveLength(2);
+    for (const clip of clips) {
+      const thumbnail = await ctx.app.inject({ method: 'GET', url: new URL(clip.thumbnail_url!).pathname });
+      expect(thumbnail.statusCode).toBe(200);
+      expect(thumbnail.headers['content-type']).toBe('image/jpeg');
+    }
+    const urlAssets = items.filter((item) => !clips.includes(item));
+    expect(urlAssets.map((item) => item.title)).toEqual(STUDIO_URL_FIXTURES.map(([, , title]) => title));
+    expect(urlAssets.every((item) => /^sta_sbx_[0-9a-f]{20}_\d{3}$/.test(item.id))).toBe(true);
     expect(new Set(items.map((item) => item.kind))).toEqual(new Set(['photo', 'video']));
-    expect(items[0]).toMatchObject({
+    expect(urlAssets[0]).toMatchObject({
       kind: 'photo',
       url: 'https://images.example.com/sandbox/studio/harbour-golden-hour.jpg',
       thumbnail_url: 'https://images.example.com/sandbox/studio/harbour-golden-hour-small.jpg',
@@ -479,7 +494,7 @@ describe('who sees what', () => {
     );
 
     // The sandbox is the test mode's own: its assets are the app's to change.
-    const first = items[0]!;
+    const first = urlAssets[0]!;
     const patched = await asTest('PATCH', `/v1/studio/${first.id}`, { title: 'Mine now' });
     expect(patched.statusCode).toBe(200);
     expect(patched.headers['x-svc-cost-usd']).toBe(WRITE_COST);

@@ -22,8 +22,10 @@ export interface MediaToolsOptions {
   ffmpeg?: string;
   /** Processes run at once: one per core, so a burst of publishes queues rather than thrashes. */
   concurrency: number;
-  /** A process is killed after this long (a stalled read, a pathological file). */
+  /** A process is killed after this long (a stalled read, a pathological file): a 503. */
   timeoutMs: number;
+  /** A call waiting this long for a free slot is turned away (503): the replica is saturated. */
+  queueTimeoutMs: number;
 }
 
 /** What a tool may read: files over HTTP from MinIO only, never a local file or another protocol. */
@@ -36,6 +38,11 @@ interface Run {
   stdout: Buffer;
   stderr: string;
 }
+
+/** What ffmpeg says when the file could not be fetched, rather than not understood. */
+const FETCH_FAILED =
+  /Server returned|Connection refused|Connection timed out|Failed to resolve|I\/O error|Operation timed out/;
+const NOT_FOUND = /Server returned 404/;
 
 /** ffprobe's JSON, the parts asked for. */
 interface ProbeJson {
@@ -61,8 +68,19 @@ export function createMediaTools(options: MediaToolsOptions) {
   const waiting: (() => void)[] = [];
 
   async function slot<T>(work: () => Promise<T>): Promise<T> {
-    if (running >= options.concurrency) await new Promise<void>((resolve) => waiting.push(resolve));
-    else running++;
+    if (running >= options.concurrency) {
+      await new Promise<void>((resolve, reject) => {
+        const turn = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(turn), 1);
+          reject(new UpstreamError('ffmpeg', `no free slot within ${options.queueTimeoutMs} ms`));
+        }, options.queueTimeoutMs);
+        waiting.push(turn);
+      });
+    } else running++;
     try {
       return await work();
     } finally {
@@ -80,7 +98,11 @@ export function createMediaTools(options: MediaToolsOptions) {
           const chunks: Buffer[] = [];
           let size = 0;
           let stderr = '';
-          const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
+          let timedOut = false;
+          const timer = setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGKILL');
+          }, options.timeoutMs);
           child.stdout.on('data', (chunk: Buffer) => {
             size += chunk.length;
             if (size > MAX_OUTPUT_BYTES) child.kill('SIGKILL');
@@ -97,7 +119,8 @@ export function createMediaTools(options: MediaToolsOptions) {
           });
           child.on('close', (code) => {
             clearTimeout(timer);
-            resolve({ code, stdout: Buffer.concat(chunks), stderr: stderr.trim() });
+            if (timedOut) reject(new UpstreamError('ffmpeg', `${command} ran over ${options.timeoutMs} ms`));
+            else resolve({ code, stdout: Buffer.concat(chunks), stderr: stderr.trim() });
           });
         }),
     );
@@ -111,10 +134,14 @@ export function createMediaTools(options: MediaToolsOptions) {
 
   return {
     /**
-     * The container and streams of the file at `url`, or null when none of `formats` reads it (not a
-     * media file, or not of the kinds allowed), with ffprobe's reason.
+     * The container and streams of the file at `url`; `unreadable` when none of `formats` reads it
+     * (not a media file, or not of the kinds allowed), `missing` when its URL answers 404. A file that
+     * could not be fetched (storage away) is a 503, never blamed on the file.
      */
-    async probe(url: string, formats: readonly string[]): Promise<MediaProbe | { unreadable: string }> {
+    async probe(
+      url: string,
+      formats: readonly string[],
+    ): Promise<MediaProbe | { unreadable: true } | { missing: true }> {
       const result = await run(ffprobe, [
         '-v',
         'error',
@@ -126,9 +153,10 @@ export function createMediaTools(options: MediaToolsOptions) {
         url,
       ]);
       if (result.code !== 0) {
-        // The last line names the reason ("Invalid data found when processing input"), after the URL.
-        const reason = result.stderr.split('\n').at(-1)?.split(': ').at(-1) ?? 'unreadable';
-        return { unreadable: reason || 'unreadable' };
+        // ffmpeg's messages quote the signed URL: they go to the log, never to the caller.
+        if (NOT_FOUND.test(result.stderr)) return { missing: true };
+        if (FETCH_FAILED.test(result.stderr)) throw new UpstreamError('MinIO', `ffprobe: ${result.stderr}`);
+        return { unreadable: true };
       }
       const parsed = JSON.parse(result.stdout.toString('utf8')) as ProbeJson;
       const duration = Number(parsed.format?.duration);
@@ -156,7 +184,7 @@ export function createMediaTools(options: MediaToolsOptions) {
       url: string,
       formats: readonly string[],
       frame: { atSeconds: number; maxSide: number },
-    ): Promise<Buffer | { undecodable: string }> {
+    ): Promise<Buffer | { undecodable: true }> {
       const side = frame.maxSide;
       const result = await run(ffmpeg, [
         '-v',
@@ -178,9 +206,11 @@ export function createMediaTools(options: MediaToolsOptions) {
         '4',
         'pipe:1',
       ]);
-      // A file ffprobe read but ffmpeg cannot decode a frame of: the caller says why.
-      if (result.code !== 0 || result.stdout.length === 0)
-        return { undecodable: result.stderr || `exit ${result.code}` };
+      if (result.code !== 0 && FETCH_FAILED.test(result.stderr)) {
+        throw new UpstreamError('MinIO', `ffmpeg: ${result.stderr}`);
+      }
+      // A file ffprobe read but no frame of which decodes.
+      if (result.code !== 0 || result.stdout.length === 0) return { undecodable: true as const };
       return result.stdout;
     },
 

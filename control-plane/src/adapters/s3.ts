@@ -60,6 +60,16 @@ export function createObjectStore(settings: S3Settings) {
   const internal = client(settings.endpoint, settings);
   const Bucket = settings.bucket;
   const presign = createPresigner();
+
+  async function sizeOf(key: string): Promise<number | null> {
+    try {
+      const head = await internal.send(new HeadObjectCommand({ Bucket, Key: key }));
+      return head.ContentLength ?? 0;
+    } catch (error) {
+      if (notFound(error)) return null;
+      throw error;
+    }
+  }
   const signing = {
     endpoint: settings.publicEndpoint,
     bucket: Bucket,
@@ -184,15 +194,7 @@ export function createObjectStore(settings: S3Settings) {
     },
 
     /** The real size of stored bytes, or null when nothing is there. */
-    sizeOf: async (key: string): Promise<number | null> => {
-      try {
-        const head = await internal.send(new HeadObjectCommand({ Bucket, Key: key }));
-        return head.ContentLength ?? 0;
-      } catch (error) {
-        if (notFound(error)) return null;
-        throw error;
-      }
-    },
+    sizeOf,
 
     /** The first bytes of an object, to recognise what it really is. */
     firstBytes: async (key: string, count: number): Promise<Buffer> => {

@@ -142,6 +142,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
     url: declared.url,
     config: { operationId: declared.operationId },
     ...(declared.logLevel ? { logLevel: declared.logLevel } : {}),
+    ...(declared.head === false ? { exposeHeadRoute: false } : {}),
     childLoggerFactory: (logger, bindings, options) =>
       logger.child({ ...bindings, operation: declared.operationId }, options),
     schema: {

@@ -119,6 +119,11 @@ export interface RouteDeclaration<
   /** Left out of the OpenAPI document (internal callbacks). */
   hidden?: boolean;
   /**
+   * false: no HEAD beside the GET. fastify answers HEAD by running the GET and dropping its body,
+   * which for a stream means reading (and metering) every byte nobody receives.
+   */
+  head?: false;
+  /**
    * The least level logged for this operation's requests (default: the service's). A callback made
    * for every chat login logs its failures only, not two lines per login.
    */

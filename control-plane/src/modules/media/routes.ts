@@ -19,6 +19,8 @@ export const mediaRoutes = (media: MediaService) =>
       response: MediaBytes,
       otherResponses: { 206: MediaBytes },
       errors: [404],
+      // Players ask with GET and a Range; a HEAD would read the whole file for nothing.
+      head: false,
       handler: async ({ params, headers, reply }) => {
         const range = typeof headers.range === 'string' ? headers.range : undefined;
         const served = await media.serve(params.id, variant, range);

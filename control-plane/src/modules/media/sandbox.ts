@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { sql } from 'slonik';
 import type { MediaTools } from '../../adapters/media-tools.js';
 import type { ObjectStore } from '../../adapters/s3.js';
-import { type SandboxPart, sandboxId } from '../../platform/sandbox.js';
+import type { Db } from '../../platform/transaction.js';
 import { THUMBNAIL_SIDE } from './schema.js';
 
 /**
@@ -45,12 +45,21 @@ interface Rendered {
   thumbnailBytes: number;
 }
 
-/** The media id of a sandbox clip in an app: moments and studio assets of the sandbox point at it. */
-export const sandboxMediaId = (appId: string, clip: string) => sandboxId(appId, 'med', clip);
+/** The sandbox's clips, rendered once, and media rows of a test app showing them. */
+export interface SandboxClips {
+  /** Renders the clips missing from the bucket (once per process; again after a failure). */
+  prepare(): Promise<void>;
+  /**
+   * Records media showing clips, one row each (so deleting what shows one medium leaves the others);
+   * the clips' bytes and thumbnails are shared by every test app and never removed with a medium.
+   */
+  seed(tx: Db, appId: string, at: Date, uses: readonly { id: string; clip: ClipName }[]): Promise<void>;
+}
 
-/** Renders the clips missing from the bucket, and records every one as media of each test app. */
-export function mediaSandbox(deps: { objects: ObjectStore; tools: MediaTools }): SandboxPart {
-  let rendered: Rendered[] = [];
+export type ClipName = Clip['name'];
+
+export function sandboxClips(deps: { objects: ObjectStore; tools: MediaTools }): SandboxClips {
+  let rendering: Promise<Map<string, Rendered>> | undefined;
 
   async function render(clip: Clip): Promise<Rendered> {
     const key = `${PREFIX}${clip.name}.${clip.container}`;
@@ -97,28 +106,42 @@ export function mediaSandbox(deps: { objects: ObjectStore; tools: MediaTools }):
     }
   }
 
+  const rendered = () => {
+    rendering ??= Promise.all(SANDBOX_CLIPS.map(render)).then(
+      (clips) => new Map(clips.map((clip) => [clip.clip.name, clip])),
+      (error: unknown) => {
+        rendering = undefined;
+        throw error;
+      },
+    );
+    return rendering;
+  };
+
   return {
-    name: 'media',
     prepare: async () => {
-      rendered = await Promise.all(SANDBOX_CLIPS.map(render));
+      await rendered();
     },
-    seed: async (tx, appId, at) => {
+    seed: async (tx, appId, at, uses) => {
+      const clips = await rendered();
       await tx.query(sql.unsafe`
         insert into media (id, app_id, account_id, mode, kind, storage_key, content_type, size_bytes, width, height,
                            duration_ms, thumbnail_key, thumbnail_bytes, created_at)
         select c.id, ${appId}, apps.account_id, 'test', 'video', c.storage_key, c.content_type, c.size_bytes, c.width,
                c.height, ${SECONDS * 1000}, c.thumbnail_key, c.thumbnail_bytes, ${sql.timestamp(at)}
         from ${sql.unnest(
-          rendered.map((clip) => [
-            sandboxMediaId(appId, clip.clip.name),
-            clip.key,
-            `video/${clip.clip.container}`,
-            clip.size,
-            clip.clip.width,
-            clip.clip.height,
-            clip.thumbnailKey,
-            clip.thumbnailBytes,
-          ]),
+          uses.map((use) => {
+            const clip = clips.get(use.clip)!;
+            return [
+              use.id,
+              clip.key,
+              `video/${clip.clip.container}`,
+              clip.size,
+              clip.clip.width,
+              clip.clip.height,
+              clip.thumbnailKey,
+              clip.thumbnailBytes,
+            ];
+          }),
           ['text', 'text', 'text', 'int8', 'int4', 'int4', 'text', 'int4'],
         )} as c (id, storage_key, content_type, size_bytes, width, height, thumbnail_key, thumbnail_bytes)
         join apps on apps.id = ${appId}`);

@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { pipeline, type Readable, Transform } from 'node:stream';
 import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
 import type { MediaProbe, MediaTools } from '../../adapters/media-tools.js';
 import type { ObjectStore } from '../../adapters/s3.js';
@@ -7,10 +7,9 @@ import type { Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import type { StorageService } from '../storage/service.js';
-import { mediaSandbox } from './sandbox.js';
+import { sandboxClips } from './sandbox.js';
 import { MEDIA_MAX_AGE_SECONDS, MEDIA_PREFIX, type MediaRules, THUMBNAIL_SIDE } from './schema.js';
 import { mediaStore } from './store.js';
 
@@ -35,6 +34,9 @@ export interface MediaDraft {
   thumbnailKey: string;
   thumbnailBytes: number;
 }
+
+/** A thumbnail's key names its media: `media/{mode}/{app}/{id}.jpg`. */
+const mediaIdOfThumbnail = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.jpg$/, '');
 
 /** Where a request named the file, for the 422's field. */
 export interface FileField {
@@ -62,21 +64,26 @@ export function createMediaService(deps: {
   accrual: Accrual;
   storage: StorageService;
   publicUrl: string;
-  sandbox: Sandbox;
   onError?: (error: unknown) => void;
 }) {
-  deps.sandbox.register(mediaSandbox({ objects: deps.objects, tools: deps.tools }));
   const base = deps.publicUrl.replace(/\/$/, '');
   const onError = deps.onError ?? (() => {});
 
   /** Checks a file against the rules: its picture, sound, length and size, as ffprobe reads them. */
-  async function inspect(url: string, declaredType: string, rules: MediaRules, field: FileField) {
+  async function inspect(
+    url: string,
+    objectId: string,
+    declaredType: string,
+    rules: MediaRules,
+    field: FileField,
+  ) {
     const refuse = (why: string) => errors.invalidField(field.in, field.name, why);
     const what = rules.kind === 'video' ? 'a video' : 'a photo';
     const probe = await deps.tools.probe(url, rules.demuxers);
+    if ('missing' in probe) throw errors.notFound(`Object ${objectId}`);
     if ('unreadable' in probe) {
       throw refuse(
-        `is not ${what} this API accepts (${probe.unreadable}): ${rules.kind === 'video' ? 'MP4, QuickTime, WebM or Matroska' : 'PNG, JPEG, WebP or GIF'} only`,
+        `is not ${what} this API accepts: ${rules.kind === 'video' ? 'MP4, QuickTime, WebM or Matroska' : 'PNG, JPEG, WebP or GIF'} only`,
       );
     }
     const picture = probe.streams.find((stream) => stream.type === 'video');
@@ -120,21 +127,22 @@ export function createMediaService(deps: {
   }
 
   /** Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. */
-  function metered(
-    body: NodeJS.ReadableStream,
-    payer: { accountId: string; appId: string; mode: 'live' | 'test' },
-  ) {
+  function metered(body: Readable, payer: { accountId: string; appId: string; mode: 'live' | 'test' }) {
     let bytes = 0;
-    const counter = new PassThrough();
-    counter.on('data', (chunk: Buffer) => {
-      bytes += chunk.length;
+    // Counted as each chunk passes (a 'data' listener would let the stream flow before it is sent).
+    const counter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        bytes += chunk.length;
+        done(null, chunk);
+      },
     });
     counter.on('close', () => {
       if (bytes > 0)
         deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
     });
-    body.on('error', (error) => counter.destroy(error));
-    return body.pipe(counter);
+    // pipeline, not pipe: a client that goes away destroys MinIO's response too, freeing its socket.
+    pipeline(body, counter, () => {});
+    return counter;
   }
 
   async function removeThumbnails(keys: readonly string[]) {
@@ -144,6 +152,9 @@ export function createMediaService(deps: {
   }
 
   return {
+    /** The sandbox's clips: the parts of moments and studio assets show them. */
+    sandboxClips: sandboxClips({ objects: deps.objects, tools: deps.tools }),
+
     /** ffprobe's and ffmpeg's versions; throws when either cannot run. */
     checkTools: () => deps.tools.versions(),
 
@@ -161,7 +172,7 @@ export function createMediaService(deps: {
     ): Promise<MediaDraft> {
       const object = await deps.storage.readyObject(principal, source.objectId, source.ownerUserId);
       const url = await deps.objects.presignInternalGet(object.storageKey, TOOL_URL_SECONDS);
-      const checked = await inspect(url, object.contentType, rules, field);
+      const checked = await inspect(url, object.id, object.contentType, rules, field);
       const id = newId('med');
       const thumbnailKey = `${MEDIA_PREFIX}${principal.mode}/${principal.appId}/${id}.jpg`;
       await deps.objects.put(thumbnailKey, checked.thumbnail, 'image/jpeg');
@@ -217,7 +228,7 @@ export function createMediaService(deps: {
       let removed = 0;
       for await (const keys of deps.objects.keysBefore(under, before)) {
         if (keys.length === 0) continue;
-        const shown = new Set(await mediaStore(deps.pool).shownThumbnails(keys));
+        const shown = new Set(await mediaStore(deps.pool).shownThumbnails(keys.map(mediaIdOfThumbnail)));
         const orphans = keys.filter((key) => !shown.has(key));
         await deps.objects.removeMany(orphans);
         removed += orphans.length;

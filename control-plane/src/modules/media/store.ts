@@ -41,11 +41,10 @@ export function mediaStore(db: Db) {
     live: (id: string) =>
       db.maybeOne(sql.type(MediaRow)`select ${columns} from media where id = ${id} and deleted_at is null`),
 
-    /** Of these thumbnail keys, those a shown medium still has. */
-    shownThumbnails: (keys: readonly string[]) =>
+    /** The thumbnails of those of these media that are still shown. */
+    shownThumbnails: (ids: readonly string[]) =>
       db.anyFirst(sql.type(Key)`
-        select thumbnail_key from media
-        where thumbnail_key = any(${sql.array(keys, 'text')}) and deleted_at is null`),
+        select thumbnail_key from media where id = any(${sql.array(ids, 'text')}) and deleted_at is null`),
 
     /**
      * Deletes media (by id, or by the objects they were made from): they no longer hold their

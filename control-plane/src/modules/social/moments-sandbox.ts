@@ -1,6 +1,6 @@
 import { sql } from 'slonik';
 import { type SandboxPart, sandboxId } from '../../platform/sandbox.js';
-import { SANDBOX_CLIPS, sandboxMediaId } from '../media/sandbox.js';
+import { SANDBOX_CLIPS, type SandboxClips } from '../media/sandbox.js';
 import { SANDBOX_USER_IDS } from './sandbox.js';
 
 /** The sandbox's moments: every clip shown several times, by many profiles, over the last days. */
@@ -43,12 +43,21 @@ function drawMoments() {
   });
 }
 
-export const momentsSandbox: SandboxPart = {
+/** Moments over the sandbox profiles, each with media of its own showing one of the shared clips. */
+export const momentsSandbox = (clips: SandboxClips): SandboxPart => ({
   name: 'moments',
+  prepare: clips.prepare,
   seed: async (tx, appId, at) => {
     const moments = drawMoments();
     const seededAt = sql.timestamp(at);
     const momentId = (n: number) => sandboxId(appId, 'mom', n);
+    const mediaId = (n: number) => sandboxId(appId, 'med', `m${n}`);
+    await clips.seed(
+      tx,
+      appId,
+      at,
+      moments.map((moment) => ({ id: mediaId(moment.n), clip: moment.clip })),
+    );
     const author = (alias: string, userId: string) =>
       sql.fragment`join profiles ${sql.identifier([alias])} on ${sql.identifier([alias, 'app_id'])} = ${appId}
         and ${sql.identifier([alias, 'mode'])} = 'test' and ${sql.identifier([alias, 'user_id'])} = ${sql.identifier([userId])}`;
@@ -61,7 +70,7 @@ export const momentsSandbox: SandboxPart = {
         moments.map((moment) => [
           momentId(moment.n),
           moment.author,
-          sandboxMediaId(appId, moment.clip),
+          mediaId(moment.n),
           moment.caption,
           moment.likers.length,
           moment.commenter ? 1 : 0,
@@ -94,4 +103,4 @@ export const momentsSandbox: SandboxPart = {
       join moments mo on mo.id = l.moment_id
       ${author('a', 'commenter_id')}`);
   },
-};
+});

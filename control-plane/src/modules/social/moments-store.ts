@@ -48,6 +48,8 @@ export function momentsStore(db: Db) {
       db.maybeOneFirst(sql.type(MediaId)`
         update moments mo set deleted_at = ${sql.timestamp(at)}
         where mo.id = ${id} and ${inScope(scope)} and mo.deleted_at is null
+          -- One storage took down with its object is gone already, as reads say.
+          and exists (select 1 from media m where m.id = mo.media_id and m.deleted_at is null)
           ${authorPk === undefined ? sql.fragment`` : sql.fragment`and mo.author_pk = ${authorPk}`}
         returning mo.media_id`),
 

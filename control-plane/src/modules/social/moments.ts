@@ -41,7 +41,7 @@ export function createMomentsService(deps: {
   sandbox: Sandbox;
 }) {
   const store = momentsStore(deps.pool);
-  deps.sandbox.register(momentsSandbox);
+  deps.sandbox.register(momentsSandbox(deps.media.sandboxClips));
 
   const present = (row: MomentRow) => ({
     id: row.id,

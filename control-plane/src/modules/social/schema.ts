@@ -279,9 +279,7 @@ export const MomentWrite = Type.Object(
       description: 'A ready storage object the user uploaded (POST /v1/me/storage/uploads): the video',
     }),
     caption: Type.Optional(
-      Type.String({
-        format: 'post-text',
-        maxLength: MAX_CAPTION_CHARACTERS,
+      Type.Union([Type.Literal(''), postText(MAX_CAPTION_CHARACTERS, 'The caption')], {
         description: `0-${MAX_CAPTION_CHARACTERS} characters; default empty`,
       }),
     ),

@@ -52,6 +52,9 @@ export function looksLikeActiveDocument(head: Buffer): boolean {
   );
 }
 
+/** A user's upload: a video for a moment, at most 2 GiB. */
+export const USER_UPLOAD_MAX_BYTES = 2 * 1024 ** 3;
+
 /** A user's uploads per hour: reserving one and completing it count one each. */
 export const USER_UPLOADS = {
   name: 'uploads',

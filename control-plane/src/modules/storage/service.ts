@@ -16,6 +16,7 @@ import {
   TEST_OBJECT_DAYS,
   TEST_QUOTA_BYTES,
   UPLOAD_URL_SECONDS,
+  USER_UPLOAD_MAX_BYTES,
 } from './schema.js';
 import { storageStore } from './store.js';
 
@@ -110,6 +111,23 @@ export function createStorageService(deps: {
       ownerUserId: string | null = null,
     ) => {
       if (!isAllowedContentType(input.content_type)) throw refusedType(input.content_type);
+      // A user uploads what they can publish: a video, at most 2 GiB (three minutes of 4K).
+      if (ownerUserId !== null) {
+        if (!input.content_type.toLowerCase().startsWith('video/')) {
+          throw errors.invalidField(
+            'body',
+            'content_type',
+            'is not a video: users upload videos to publish as moments',
+          );
+        }
+        if (input.size_bytes > USER_UPLOAD_MAX_BYTES) {
+          throw errors.invalidField(
+            'body',
+            'size_bytes',
+            `is over ${USER_UPLOAD_MAX_BYTES} bytes (2 GiB), a user upload's limit`,
+          );
+        }
+      }
       if (ACTIVE_DOCUMENT_NAME.test(input.name)) {
         throw errors.invalidField('body', 'name', 'HTML and SVG files are not accepted');
       }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'slonik';
-import type { SandboxPart } from '../../platform/sandbox.js';
+import { type SandboxPart, sandboxId } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
+import type { SandboxClips } from '../media/sandbox.js';
 import type { StudioKind } from './schema.js';
 
 /**
@@ -70,9 +71,42 @@ async function seedStudio(tx: Transaction, appId: string, at: Date): Promise<voi
       ]),
       ['text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'jsonb', 'int4'],
     )} as f (id, kind, url, thumbnail_url, title, width, height, tags, age)`);
-  // Media-backed sandbox assets (a shared sandbox clip recorded as media, then an asset with its
-  // media_id) are seeded here, after the URL assets, with their ids numbered on from the last one.
 }
 
-/** The studio's assets; no other part's fixtures needed. */
-export const studioSandbox: SandboxPart = { name: 'studio', seed: seedStudio };
+/** Studio videos made from the sandbox's clips, as an app's own uploads would be: keyless URLs. */
+const CLIP_ASSETS = [
+  ['fractal', 'Fractal zoom', ['generative', 'loop'], 2],
+  ['bars', 'Colour bars', ['test', 'broadcast'], 1],
+] as const;
+
+/** The studio's assets: URL assets, and videos showing the shared sandbox clips (media of their own). */
+export const studioSandbox = (clips: SandboxClips): SandboxPart => ({
+  name: 'studio',
+  prepare: clips.prepare,
+  seed: async (tx, appId, at) => {
+    await seedStudio(tx, appId, at);
+    const id = (index: number) => sandboxId(appId, 'sta', `clip${index + 1}`);
+    const mediaId = (index: number) => sandboxId(appId, 'med', `s${index + 1}`);
+    await clips.seed(
+      tx,
+      appId,
+      at,
+      CLIP_ASSETS.map(([clip], index) => ({ id: mediaId(index), clip })),
+    );
+    const seededAt = sql.timestamp(at);
+    await tx.query(sql.unsafe`
+      insert into studio_assets (id, app_id, mode, kind, media_id, title, tags, created_at, updated_at)
+      select f.id, ${appId}, 'test', 'video', f.media_id, f.title, array(select jsonb_array_elements_text(f.tags)),
+             ${seededAt} - make_interval(hours => f.age), ${seededAt} - make_interval(hours => f.age)
+      from ${sql.unnest(
+        CLIP_ASSETS.map(([, title, tags, age], index) => [
+          id(index),
+          mediaId(index),
+          title,
+          JSON.stringify(tags),
+          age,
+        ]),
+        ['text', 'text', 'text', 'jsonb', 'int4'],
+      )} as f (id, media_id, title, tags, age)`);
+  },
+});

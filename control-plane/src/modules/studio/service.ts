@@ -85,7 +85,7 @@ export function createStudioService(deps: {
   media: MediaService;
   sandbox: Sandbox;
 }) {
-  deps.sandbox.register(studioSandbox);
+  deps.sandbox.register(studioSandbox(deps.media.sandboxClips));
   const store = studioStore(deps.pool);
 
   /** The call's app and mode, its sandbox seeded first: every studio call starts here. */
