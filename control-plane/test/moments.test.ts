@@ -352,6 +352,8 @@ describe('listing, moderation, likes, comments and views', () => {
       `/v1/moments?author=${author.username}&limit=2&cursor=${first.json().next_cursor}`,
     );
     expect(second.json()).toEqual({ items: [expect.objectContaining({ id: ids[2] })], next_cursor: null });
+    const nobody = await callWithKey(ctx.app, key, 'GET', `/v1/moments?author=nobody_${tag()}`);
+    expect(nobody.json()).toEqual({ items: [], next_cursor: null });
     const all = await callWithKey(ctx.app, key, 'GET', '/v1/moments?limit=100');
     expect(all.json().items.map((m: { id: string }) => m.id)).toEqual(expect.arrayContaining(ids));
 

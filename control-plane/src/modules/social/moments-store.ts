@@ -35,10 +35,18 @@ export function momentsStore(db: Db) {
         sql.type(MomentRow)`select ${momentColumns} ${shown} and mo.id = ${id} and ${inScope(scope)}`,
       ),
 
-    list: (scope: Scope, options: { authorPk?: number; after?: Position; limit: number }) =>
+    /** A page, newest first, of the app's moments or of one author's (by username: one round trip). */
+    list: (scope: Scope, options: { author?: string; after?: Position; limit: number }) =>
       db.any(sql.type(MomentRow)`
         select ${momentColumns} ${shown}
-          and ${options.authorPk === undefined ? inScope(scope) : sql.fragment`mo.author_pk = ${options.authorPk}`}
+          and ${
+            options.author === undefined
+              ? inScope(scope)
+              : sql.fragment`mo.author_pk = (
+                  select p.pk from profiles p
+                  where p.app_id = ${scope.appId} and p.mode = ${scope.mode}
+                    and lower(p.username) = lower(${options.author}))`
+          }
           ${after('mo', options.after)}
         order by mo.created_at desc, mo.id desc
         limit ${options.limit}`),

@@ -2,7 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
-import { errors, ServiceError } from '../../platform/errors.js';
+import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import { PRUNE_BATCH, pruneInBatches } from '../../platform/pruning.js';
@@ -119,18 +119,9 @@ export function createMomentsService(deps: {
     list: async (principal: Principal, query: { author?: string; limit: number; cursor?: string }) => {
       const scope = await deps.social.scope(principal);
       const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
-      let authorPk: number | undefined;
-      if (query.author !== undefined) {
-        // An unknown author has no moments: an empty page, as for buzzes.
-        const author = await deps.social.profileNamed(scope, query.author).catch((error: unknown) => {
-          if (error instanceof ServiceError && error.status === 404) return null;
-          throw error;
-        });
-        if (!author) return { items: [], next_cursor: null };
-        authorPk = author.pk;
-      }
       const rows = await store.list(scope, {
-        ...(authorPk === undefined ? {} : { authorPk }),
+        // An unknown author has no moments: an empty page, as for buzzes.
+        ...(query.author === undefined ? {} : { author: query.author }),
         ...(position ? { after: position } : {}),
         limit: query.limit + 1,
       });
