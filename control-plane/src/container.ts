@@ -141,6 +141,8 @@ export async function createContainer(
     accrual,
     storage,
     publicUrl: settings.SVC_PUBLIC_URL,
+    redis,
+    bytesPerAddressHour: settings.SVC_MEDIA_BYTES_PER_ADDRESS_HOUR,
     onError,
   });
   const social = createSocialService({ pool, clock, outbox, cursors, sandbox });

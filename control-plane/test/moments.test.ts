@@ -293,6 +293,38 @@ describe('a moment’s media', () => {
     }
   });
 
+  it('stops an address past its hour’s bytes with a 429, and only that address', async () => {
+    const author = await user();
+    const moment = (await publish(author, mp4, 'video/mp4')).published.json();
+    // A control plane with a budget of 1,500 bytes an address, over the same database and Redis.
+    const limited = await startTestApp({ settings: { SVC_MEDIA_BYTES_PER_ADDRESS_HOUR: 1_500 } });
+    try {
+      const viewer = uniqueAddress();
+      const get = (remoteAddress: string) =>
+        limited.app.inject({
+          method: 'GET',
+          url: pathOf(moment.video_url),
+          headers: { range: 'bytes=0-999' },
+          remoteAddress,
+        });
+      /** The count is written when a download ends, a moment after its answer. */
+      const settled = () => new Promise((resolve) => setTimeout(resolve, 100));
+      expect((await get(viewer)).statusCode).toBe(206);
+      await settled();
+      // 1,000 bytes of 1,500 used: one more download may start.
+      expect((await get(viewer)).statusCode).toBe(206);
+      await settled();
+      const refused = await get(viewer);
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json().error.type).toBe('rate_limited');
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(3_600);
+      expect((await get(uniqueAddress())).statusCode).toBe(206);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('counts the bytes served as bandwidth of the app that owns them', async () => {
     const author = await user();
     const moment = (await publish(author, mp4, 'video/mp4')).published.json();

@@ -30,6 +30,12 @@ export const SettingsSchema = Type.Object({
     default: '',
     description: 'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is trusted.',
   }),
+  SVC_MEDIA_BYTES_PER_ADDRESS_HOUR: Type.Integer({
+    minimum: 0,
+    default: 10_000_000_000,
+    description:
+      'Bytes of keyless media (/media/…) one client address may download an hour, so a looping client cannot run up an app’s bandwidth; 0 turns it off.',
+  }),
   SVC_REQUEST_TIMEOUT_MS: Type.Integer({
     minimum: 1_000,
     default: 30_000,

@@ -18,12 +18,12 @@ export const mediaRoutes = (media: MediaService) =>
       params: MediaParams,
       response: MediaBytes,
       otherResponses: { 206: MediaBytes },
-      errors: [404],
+      errors: [404, 429],
       // Players ask with GET and a Range; a HEAD would read the whole file for nothing.
       head: false,
-      handler: async ({ params, headers, reply }) => {
+      handler: async ({ params, headers, reply, client }) => {
         const range = typeof headers.range === 'string' ? headers.range : undefined;
-        const served = await media.serve(params.id, variant, range);
+        const served = await media.serve(params.id, variant, range, client.address);
         reply.status(served.status);
         for (const [name, value] of Object.entries(served.headers)) reply.header(name, value);
         return served.body;

@@ -1,4 +1,5 @@
 import { pipeline, type Readable, Transform } from 'node:stream';
+import type { Redis } from 'ioredis';
 import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
 import type { MediaProbe, MediaTools } from '../../adapters/media-tools.js';
 import type { ObjectStore } from '../../adapters/s3.js';
@@ -17,6 +18,7 @@ import { mediaStore } from './store.js';
 const TOOL_URL_SECONDS = 300;
 /** A thumbnail is stored a moment before its write commits: one older than this without a row is left over. */
 const ORPHAN_AGE_MS = 3_600_000;
+const HOUR_MS = 3_600_000;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
 
@@ -64,6 +66,9 @@ export function createMediaService(deps: {
   accrual: Accrual;
   storage: StorageService;
   publicUrl: string;
+  redis: Redis;
+  /** Bytes one client address may download an hour; 0 for no limit. */
+  bytesPerAddressHour: number;
   onError?: (error: unknown) => void;
 }) {
   const base = deps.publicUrl.replace(/\/$/, '');
@@ -126,8 +131,22 @@ export function createMediaService(deps: {
     };
   }
 
+  /** The address's downloads this hour: its Redis counter and the seconds left in the hour. */
+  function addressHour(address: string) {
+    const now = deps.clock.now().getTime();
+    const hour = Math.floor(now / HOUR_MS);
+    return {
+      key: `svc:media-bytes:${hour}:${address}`,
+      secondsLeft: Math.ceil(((hour + 1) * HOUR_MS - now) / 1000),
+    };
+  }
+
   /** Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. */
-  function metered(body: Readable, payer: { accountId: string; appId: string; mode: 'live' | 'test' }) {
+  function metered(
+    body: Readable,
+    payer: { accountId: string; appId: string; mode: 'live' | 'test' },
+    addressKey: string,
+  ) {
     let bytes = 0;
     // Counted as each chunk passes (a 'data' listener would let the stream flow before it is sent).
     const counter = new Transform({
@@ -137,8 +156,15 @@ export function createMediaService(deps: {
       },
     });
     counter.on('close', () => {
-      if (bytes > 0)
-        deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
+      if (bytes === 0) return;
+      deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
+      if (deps.bytesPerAddressHour > 0)
+        deps.redis
+          .multi()
+          .incrby(addressKey, bytes)
+          .expire(addressKey, HOUR_MS / 1000)
+          .exec()
+          .catch(onError);
     });
     // pipeline, not pipe: a client that goes away destroys MinIO's response too, freeing its socket.
     pipeline(body, counter, () => {});
@@ -245,9 +271,20 @@ export function createMediaService(deps: {
 
     /**
      * Serves media or its thumbnail to anyone with the URL: one range when asked (206), metered as
-     * bandwidth of the media's app. Deleted media, or media whose bytes are gone, is a 404.
+     * bandwidth of the media's app. Deleted media, or media whose bytes are gone, is a 404; an address
+     * past its hour's bytes a 429 (counted when each download ends, across replicas).
      */
-    async serve(id: string, variant: 'file' | 'thumbnail', rangeHeader: string | undefined) {
+    async serve(id: string, variant: 'file' | 'thumbnail', rangeHeader: string | undefined, address: string) {
+      const hour = addressHour(address);
+      if (deps.bytesPerAddressHour > 0) {
+        const used = Number((await deps.redis.get(hour.key)) ?? 0);
+        if (used >= deps.bytesPerAddressHour) {
+          throw errors.rateLimited(
+            'This address downloaded its hour’s share of media; try again in the next hour',
+            hour.secondsLeft,
+          );
+        }
+      }
       const media = await mediaStore(deps.pool).live(id);
       if (!media) throw errors.notFound(`Media ${id}`);
       const thumbnail = variant === 'thumbnail';
@@ -275,7 +312,11 @@ export function createMediaService(deps: {
           'access-control-allow-origin': '*',
           'cross-origin-resource-policy': 'cross-origin',
         },
-        body: metered(read.body, { accountId: media.account_id, appId: media.app_id, mode: media.mode }),
+        body: metered(
+          read.body,
+          { accountId: media.account_id, appId: media.app_id, mode: media.mode },
+          hour.key,
+        ),
       };
     },
   };
