@@ -51,7 +51,16 @@ import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
 import { stackPaths } from '../infra/src/paths.js';
 import { readRunRecord } from '../infra/src/run-records.js';
-import { type Figures, figures, type Percentiles, type Run, timed, useTestStackSettings } from './support.js';
+import {
+  type Figures,
+  figures,
+  injectOk,
+  latencyLine,
+  type Run,
+  secondsSince,
+  timed,
+  useTestStackSettings,
+} from './support.js';
 
 useTestStackSettings();
 const moments = Number(process.argv[2] ?? 200_000);
@@ -84,30 +93,11 @@ app.get('/bench/floor/moments', async () => ({
 }));
 await app.ready();
 
-const seconds = (since: number) => ((performance.now() - since) / 1000).toFixed(1);
-const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
-const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
 const line = (label: string, f: Figures, digits = 0) =>
   `  ${label.padEnd(50)} ${f.perSecond.toFixed(digits).padStart(7)}/s  ${latencyLine(f)}`;
 
-/** A call from an address of its own; anything but a success ends the bench. */
-async function call(
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
-  url: string,
-  headers: Record<string, string>,
-  payload?: object,
-) {
-  const response = await app.inject({
-    method,
-    url,
-    headers,
-    remoteAddress: `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`,
-    ...(payload ? { payload } : {}),
-  });
-  if (response.statusCode >= 300)
-    throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
-  return response;
-}
+/** A call through the app from an address of its own; anything but a success ends the bench. */
+const call = injectOk.bind(null, app);
 
 // ----- CPU: who spent it ---------------------------------------------------------------------------
 
@@ -230,7 +220,7 @@ console.log(
   `  videos in ${CLIP_DIR}: ${clips.filter((clip) => clip.type === 'video/mp4').length} MP4 (H.264, AAC) and` +
     ` ${clips.filter((clip) => clip.type === 'video/webm').length} WebM (VP9, Opus), 1080×1920 at 30 fps,` +
     ` ${Math.min(...clips.map((c) => c.seconds))}-${Math.max(...clips.map((c) => c.seconds))} s,` +
-    ` ${mebibytes.toFixed(0)} MiB in all (made or found in ${seconds(madeStarted)} s)`,
+    ` ${mebibytes.toFixed(0)} MiB in all (made or found in ${secondsSince(madeStarted)} s)`,
 );
 
 // One user per video, with a profile, who uploads it once through /v1/me/storage.
@@ -266,7 +256,7 @@ const users = await Promise.all(
     };
   }),
 );
-console.log(`  uploaded through /v1/me/storage by ${users.length} users (${seconds(uploadStarted)} s)`);
+console.log(`  uploaded through /v1/me/storage by ${users.length} users (${secondsSince(uploadStarted)} s)`);
 
 const WARM_UP_PUBLISHES = PUBLISHERS * 2;
 const perRound = Math.ceil(publishes / ROUNDS);
@@ -357,7 +347,7 @@ async function load(
   for (let from = 1; from <= total; from += BATCH) {
     const to = Math.min(total, from + BATCH - 1);
     await unbounded(...insert(from, to));
-    console.log(`  ${label}: ${to} of ${total} (${seconds(started)} s)`);
+    console.log(`  ${label}: ${to} of ${total} (${secondsSince(started)} s)`);
   }
 }
 
@@ -433,7 +423,7 @@ await container.pool.connect(async (connection) => {
   await connection.query(statement`vacuum (analyze) profiles, media, moments`);
   await connection.query(statement`reset statement_timeout`);
 });
-console.log(`  vacuum and analyze (${seconds(vacuumStarted)} s)`);
+console.log(`  vacuum and analyze (${secondsSince(vacuumStarted)} s)`);
 const counts: { profiles: number; moments: number; all_media: number; all_moments: number } =
   await container.pool.one(statement`
     select (select count(*) from profiles where app_id = ${appId}) as profiles,
@@ -451,7 +441,7 @@ const light: readonly string[] = await container.pool.anyFirst(statement`
   select username from profiles where app_id = ${appId} and mode = 'live' and user_id like 'u%'
   order by random() limit 1000`);
 console.log(
-  `loaded in ${seconds(loadStarted)} s: the app holds ${counts.profiles} profiles and ${counts.moments} moments` +
+  `loaded in ${secondsSince(loadStarted)} s: the app holds ${counts.profiles} profiles and ${counts.moments} moments` +
     ` (${authors.filter((author) => author.moments >= 1000).length} authors with 1000 or more, the most` +
     ` ${authors[0]?.moments}, the median ${authors[Math.floor(authors.length / 2)]?.moments} of the` +
     ` ${authors.length} with any); the tables hold ${counts.all_media} media and ${counts.all_moments} moments`,
@@ -525,7 +515,7 @@ for (const [label, labelRuns] of runs) {
 const cleanStarted = performance.now();
 await timed(published.length, 4, () => call('DELETE', `/v1/moments/${published.pop()}`, secretKey));
 for (const user of users) await call('DELETE', `/v1/storage/objects/${user.objectId}`, secretKey);
-console.log(`\nremoved this run's moments, thumbnails and uploads (${seconds(cleanStarted)} s)`);
+console.log(`\nremoved this run's moments, thumbnails and uploads (${secondsSince(cleanStarted)} s)`);
 
 await app.close();
 await container.close();

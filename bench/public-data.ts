@@ -30,9 +30,11 @@ import { createCustomer } from '../control-plane/test/support.js';
 import {
   type Figures,
   figures,
-  type Percentiles,
+  injectOk,
+  latencyLine,
   percentiles,
   type Run,
+  secondsSince,
   timed,
   useTestStackSettings,
 } from './support.js';
@@ -104,7 +106,6 @@ const owner = await createCustomer(container, {
 });
 const appId = owner.app.id;
 const secretKey = { authorization: `Bearer ${owner.token}` };
-const seconds = (since: number) => ((performance.now() - since) / 1000).toFixed(1);
 const userNumber = (n: number) => String(n).padStart(6, '0');
 
 // ----- loading ----------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ async function load(
   for (let from = 1; from <= total; from += BATCH) {
     const to = Math.min(total, from + BATCH - 1);
     await unbounded(insert(from, to));
-    console.log(`  ${label}: ${to} of ${total} (${seconds(started)} s)`);
+    console.log(`  ${label}: ${to} of ${total} (${secondsSince(started)} s)`);
   }
 }
 
@@ -194,7 +195,7 @@ await container.pool.connect(async (connection) => {
   await connection.query(statement`vacuum (analyze) profiles, buzzes`);
   await connection.query(statement`reset statement_timeout`);
 });
-console.log(`  counters, vacuum and analyze (${seconds(countersStarted)} s)`);
+console.log(`  counters, vacuum and analyze (${secondsSince(countersStarted)} s)`);
 
 const counts: { profiles: number; buzzes: number; all_profiles: number; all_buzzes: number } =
   await container.pool.one(statement`
@@ -207,7 +208,7 @@ const spread: { thousands: number; most: number; median: number } = await contai
          percentile_disc(0.5) within group (order by buzzes) as median
   from profiles where app_id = ${appId} and mode = 'live'`);
 console.log(
-  `loaded in ${seconds(loadStarted)} s: the app holds ${counts.profiles} profiles and ${counts.buzzes} buzzes` +
+  `loaded in ${secondsSince(loadStarted)} s: the app holds ${counts.profiles} profiles and ${counts.buzzes} buzzes` +
     ` (${spread.thousands} authors with 1000 or more, the most ${spread.most}, the median ${spread.median});` +
     ` the tables hold ${counts.all_profiles} profiles and ${counts.all_buzzes} buzzes`,
 );
@@ -219,26 +220,13 @@ const WARM_UP = Math.min(200, calls);
 const ROUNDS = 4;
 const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
 
-const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
-const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
 const line = (label: string, f: Figures) =>
   `  ${label.padEnd(46)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
 const goal = (f: Figures, p95Below: number) =>
   `    goal p95 < ${p95Below} ms: ${f.p95 < p95Below ? 'met' : 'NOT met'}`;
 
-/** A call from an address of its own; anything but a success ends the bench. */
-async function call(method: 'GET' | 'POST', url: string, headers: Record<string, string>, payload?: object) {
-  const response = await app.inject({
-    method,
-    url,
-    headers,
-    remoteAddress: `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`,
-    ...(payload ? { payload } : {}),
-  });
-  if (response.statusCode >= 300)
-    throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
-  return response;
-}
+/** A call through the app from an address of its own; anything but a success ends the bench. */
+const call = injectOk.bind(null, app);
 
 const pickOne = <T>(list: readonly T[]) => list[randomInt(list.length)]!;
 /** What a user types: no accents, lower case. */

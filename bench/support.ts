@@ -1,3 +1,5 @@
+import { randomInt } from 'node:crypto';
+import type { App } from '../control-plane/src/app.js';
 import { loadProfileEnv } from '../infra/src/env-file.js';
 
 /** Benchmarks run against the test stack: `npm run stack -- up --profile test` first. */
@@ -69,4 +71,30 @@ export function report(label: string, latencies: number[], elapsedMs: number): s
   const sorted = [...latencies].sort((a, b) => a - b);
   const perSecond = (latencies.length / elapsedMs) * 1000;
   return `${label}: ${latencies.length} calls in ${(elapsedMs / 1000).toFixed(2)} s = ${perSecond.toFixed(0)}/s, p50 ${percentile(sorted, 50).toFixed(2)} ms, p99 ${percentile(sorted, 99).toFixed(2)} ms`;
+}
+
+/** Seconds since a `performance.now()`, for progress lines. */
+export const secondsSince = (since: number) => ((performance.now() - since) / 1000).toFixed(1);
+
+const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
+export const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
+
+/** A call through the app from an address of its own; anything but a success ends the bench. */
+export async function injectOk(
+  app: App,
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  url: string,
+  headers: Record<string, string>,
+  payload?: object,
+) {
+  const response = await app.inject({
+    method,
+    url,
+    headers,
+    remoteAddress: `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`,
+    ...(payload ? { payload } : {}),
+  });
+  if (response.statusCode >= 300)
+    throw new Error(`${method} ${url}: ${response.statusCode} ${response.body}`);
+  return response;
 }

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { redisScript } from '../adapters/redis.js';
 import { clientNetwork } from './addresses.js';
 import type { Principal, UserPrincipal } from './caller.js';
-import { type Clock, secondsUntilUtcMidnight, utcDay } from './clock.js';
+import { type Clock, fixedWindow, secondsUntilUtcMidnight, utcDay } from './clock.js';
 import { errors } from './errors.js';
 import { type Standing, standingKey } from './standing.js';
 
@@ -195,14 +195,14 @@ return nil`,
 
 /** The admission script, keys and arguments of a user's limit, and the refusal once it is passed. */
 export function userLimitAdmission(limit: UserLimit, principal: UserPrincipal, now: Date) {
-  const seconds = now.getTime() / 1000;
-  const window = Math.floor(seconds / limit.windowSeconds);
   // The counter lives until its window ends, which is what Retry-After answers past the cap.
-  const untilWindowEnds = Math.max(1, Math.ceil((window + 1) * limit.windowSeconds - seconds));
+  const window = fixedWindow(now, limit.windowSeconds);
   return {
     script: USER_LIMIT,
-    keys: [`svc:userlimit:${limit.name}:${principal.appId}:${principal.mode}:${window}:${principal.userId}`],
-    args: [limit.limit, untilWindowEnds],
+    keys: [
+      `svc:userlimit:${limit.name}:${principal.appId}:${principal.mode}:${window.index}:${principal.userId}`,
+    ],
+    args: [limit.limit, window.secondsLeft],
     refusal: (retryAfterSeconds: number) =>
       errors.rateLimited(
         `This user may make ${limit.limit} such calls per ${limit.windowSeconds >= 3600 ? `${limit.windowSeconds / 3600} h` : `${limit.windowSeconds} s`}; try again later`,

@@ -39,3 +39,10 @@ export function secondsUntilUtcMidnight(at: Date): number {
   const midnight = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1);
   return Math.max(1, Math.ceil((midnight - at.getTime()) / 1000));
 }
+
+/** The fixed window of `windowSeconds` an instant falls in: its number, and the seconds left in it (≥ 1). */
+export function fixedWindow(now: Date, windowSeconds: number): { index: number; secondsLeft: number } {
+  const seconds = now.getTime() / 1000;
+  const index = Math.floor(seconds / windowSeconds);
+  return { index, secondsLeft: Math.max(1, Math.ceil((index + 1) * windowSeconds - seconds)) };
+}

@@ -42,6 +42,9 @@ const minutes = (
     }),
   );
 
+/** The price every write to public data declares: one call of `writes.calls`. */
+export const PUBLIC_DATA_WRITE = { product: 'writes', metric: 'calls' } as const;
+
 export const METRICS: readonly MetricDefinition[] = [
   {
     product: 'writes',

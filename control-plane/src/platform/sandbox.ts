@@ -90,10 +90,12 @@ export function createSandbox(deps: { pool: DatabasePool; clock: Clock }) {
 export type Sandbox = ReturnType<typeof createSandbox>;
 
 /**
- * Fixture ids unique across apps: 80 bits of a hash of the app id tell the apps apart, and the "_"
- * after "sbx" keeps them apart from newId's, whose random part is base62.
+ * The fixture ids of an app's sandbox, unique across apps: 80 bits of a hash of the app id tell the
+ * apps apart, and the "_" after "sbx" keeps them apart from newId's, whose random part is base62. A
+ * number is written with `digits` digits.
  */
-export function sandboxId(appId: string, prefix: string, name: string | number): string {
+export function sandboxIds(appId: string) {
   const appTag = createHash('sha256').update(appId).digest('hex').slice(0, 20);
-  return `${prefix}_sbx_${appTag}_${typeof name === 'number' ? String(name).padStart(5, '0') : name}`;
+  return (prefix: string, name: string | number, digits = 5) =>
+    `${prefix}_sbx_${appTag}_${typeof name === 'number' ? String(name).padStart(digits, '0') : name}`;
 }

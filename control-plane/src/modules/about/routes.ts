@@ -1,3 +1,4 @@
+import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import { Page } from '../../platform/schemas.js';
 import { USER_LIMITS, UsernameParams } from '../social/schema.js';
@@ -20,9 +21,6 @@ import {
   SectionUpdate,
 } from './schema.js';
 import type { AboutService } from './service.js';
-
-/** Every About write is one priced call. */
-const WRITE = { product: 'writes', metric: 'calls' } as const;
 
 const sectionRoutes = (about: AboutService) => [
   route({

@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import { sql } from 'slonik';
-import type { SandboxPart } from '../../platform/sandbox.js';
+import { type SandboxPart, sandboxIds } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import type { AboutKind, SectionStatus } from './schema.js';
 
@@ -156,12 +155,12 @@ const PREFIXES: Record<AboutKind | 'sections', string> = {
  * across apps (a hash of the app id tells them apart) and numbered in the fixtures' order.
  */
 async function seedAbout(tx: Transaction, appId: string, at: Date): Promise<void> {
-  const appTag = createHash('sha256').update(appId).digest('hex').slice(0, 20);
+  const ids = sandboxIds(appId);
   const numbers = new Map<string, number>();
   const id = (kind: keyof typeof PREFIXES) => {
     const number = (numbers.get(kind) ?? 0) + 1;
     numbers.set(kind, number);
-    return `${PREFIXES[kind]}_sbx_${appTag}_${String(number).padStart(3, '0')}`;
+    return ids(PREFIXES[kind], number, 3);
   };
   const fixtures = Object.entries(ABOUT_FIXTURES).map(([name, fixture]) => ({
     userId: `sandbox-${name}`,

@@ -4,6 +4,8 @@ import { z } from 'zod';
 /** What a kind of media accepts: containers (ffmpeg's demuxers), codecs and sizes. */
 export interface MediaRules {
   kind: 'video' | 'photo';
+  /** The containers accepted, as a refusal names them. */
+  containers: string;
   /** The demuxers ffprobe and ffmpeg may use on such a file (their names, as ffmpeg spells them). */
   demuxers: readonly string[];
   /** Video codecs a browser plays (the picture of a photo is a one-frame video stream). */
@@ -22,6 +24,7 @@ export interface MediaRules {
  */
 const VIDEO = {
   kind: 'video',
+  containers: 'MP4, QuickTime, WebM or Matroska',
   demuxers: ['mov', 'mp4', 'm4a', '3gp', '3g2', 'mj2', 'matroska', 'webm'],
   codecs: ['h264', 'hevc', 'vp8', 'vp9', 'av1'],
   audioCodecs: ['aac', 'mp3', 'opus', 'vorbis', 'flac'],
@@ -35,6 +38,7 @@ export const STUDIO_VIDEO: MediaRules = { ...VIDEO, maxSeconds: 600 };
 /** A studio photo: PNG, JPEG, WebP or GIF, at most 8,192 pixels a side. */
 export const STUDIO_PHOTO: MediaRules = {
   kind: 'photo',
+  containers: 'PNG, JPEG, WebP or GIF',
   demuxers: ['png_pipe', 'jpeg_pipe', 'webp_pipe', 'gif'],
   codecs: ['png', 'mjpeg', 'webp', 'gif'],
   audioCodecs: [],
@@ -47,6 +51,21 @@ export const THUMBNAIL_SIDE = 640;
 export const MEDIA_MAX_AGE_SECONDS = 30;
 /** Where the control plane keeps the thumbnails it makes, apart from storage's own keys. */
 export const MEDIA_PREFIX = 'media/';
+
+/** Media made from an object, checked and with its thumbnail stored, not yet recorded. */
+export interface MediaDraft {
+  id: string;
+  kind: 'video' | 'photo';
+  objectId: string;
+  storageKey: string;
+  contentType: string;
+  sizeBytes: number;
+  width: number;
+  height: number;
+  durationMs: number | null;
+  thumbnailKey: string;
+  thumbnailBytes: number;
+}
 
 export const MediaParams = Type.Object(
   { id: Type.String({ pattern: '^med_[A-Za-z0-9_]{1,80}$', description: 'The media id' }) },

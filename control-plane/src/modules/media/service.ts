@@ -5,13 +5,20 @@ import type { MediaProbe, MediaTools } from '../../adapters/media-tools.js';
 import type { ObjectStore } from '../../adapters/s3.js';
 import type { Accrual } from '../../platform/accrual.js';
 import type { Principal } from '../../platform/caller.js';
-import type { Clock } from '../../platform/clock.js';
+import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Transaction } from '../../platform/transaction.js';
 import type { StorageService } from '../storage/service.js';
 import { sandboxClips } from './sandbox.js';
-import { MEDIA_MAX_AGE_SECONDS, MEDIA_PREFIX, type MediaRules, THUMBNAIL_SIDE } from './schema.js';
+import {
+  MEDIA_MAX_AGE_SECONDS,
+  MEDIA_PREFIX,
+  type MediaDraft,
+  type MediaRules,
+  THUMBNAIL_SIDE,
+} from './schema.js';
+
 import { mediaStore } from './store.js';
 
 /** How long the signed URL ffprobe and ffmpeg read a file through stays valid. */
@@ -21,21 +28,6 @@ const ORPHAN_AGE_MS = 3_600_000;
 const HOUR_MS = 3_600_000;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
-
-/** Media made from an object, checked and with its thumbnail stored, not yet recorded. */
-export interface MediaDraft {
-  id: string;
-  kind: 'video' | 'photo';
-  objectId: string;
-  storageKey: string;
-  contentType: string;
-  sizeBytes: number;
-  width: number;
-  height: number;
-  durationMs: number | null;
-  thumbnailKey: string;
-  thumbnailBytes: number;
-}
 
 /** A thumbnail's key names its media: `media/{mode}/{app}/{id}.jpg`. */
 const mediaIdOfThumbnail = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.jpg$/, '');
@@ -87,9 +79,7 @@ export function createMediaService(deps: {
     const probe = await deps.tools.probe(url, rules.demuxers);
     if ('missing' in probe) throw errors.notFound(`Object ${objectId}`);
     if ('unreadable' in probe) {
-      throw refuse(
-        `is not ${what} this API accepts: ${rules.kind === 'video' ? 'MP4, QuickTime, WebM or Matroska' : 'PNG, JPEG, WebP or GIF'} only`,
-      );
+      throw refuse(`is not ${what} this API accepts: ${rules.containers} only`);
     }
     const picture = probe.streams.find((stream) => stream.type === 'video');
     if (!picture?.width || !picture.height) throw refuse(`is not ${what}: it has no picture`);
@@ -133,12 +123,8 @@ export function createMediaService(deps: {
 
   /** The address's downloads this hour: its Redis counter and the seconds left in the hour. */
   function addressHour(address: string) {
-    const now = deps.clock.now().getTime();
-    const hour = Math.floor(now / HOUR_MS);
-    return {
-      key: `svc:media-bytes:${hour}:${address}`,
-      secondsLeft: Math.ceil(((hour + 1) * HOUR_MS - now) / 1000),
-    };
+    const hour = fixedWindow(deps.clock.now(), HOUR_MS / 1000);
+    return { key: `svc:media-bytes:${hour.index}:${address}`, secondsLeft: hour.secondsLeft };
   }
 
   /** Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. */

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Db } from '../../platform/transaction.js';
-import { MediaRow } from './schema.js';
+import { type MediaDraft, MediaRow } from './schema.js';
 
 const columns = sql.fragment`
   id, app_id, account_id, mode, kind, storage_key, content_type, size_bytes, width, height, thumbnail_key,
@@ -13,23 +13,7 @@ const Key = z.object({ thumbnail_key: z.string() });
 /** SQL of public media. */
 export function mediaStore(db: Db) {
   return {
-    insert: (media: {
-      id: string;
-      appId: string;
-      accountId: string;
-      mode: KeyMode;
-      kind: 'video' | 'photo';
-      objectId: string;
-      storageKey: string;
-      contentType: string;
-      sizeBytes: number;
-      width: number;
-      height: number;
-      durationMs: number | null;
-      thumbnailKey: string;
-      thumbnailBytes: number;
-      at: Date;
-    }) =>
+    insert: (media: MediaDraft & { appId: string; accountId: string; mode: KeyMode; at: Date }) =>
       db.query(sql.unsafe`
         insert into media (id, app_id, account_id, mode, kind, object_id, storage_key, content_type, size_bytes,
                            width, height, duration_ms, thumbnail_key, thumbnail_bytes, created_at)

@@ -1,8 +1,28 @@
 import { sql } from 'slonik';
 import type { Position } from '../../platform/cursors.js';
+import { newId } from '../../platform/ids.js';
 import type { Db } from '../../platform/transaction.js';
 import { CommentRow } from './schema.js';
 import { after } from './store.js';
+
+/** A comment as the API shows it, its parent named by `parentField` (`buzz_id`, `moment_id`). */
+export const commentPresenter =
+  <F extends string>(parentField: F) =>
+  (row: CommentRow) =>
+    ({
+      id: row.id,
+      [parentField]: row.parent_id,
+      text: row.text,
+      created_at: row.created_at.toISOString(),
+      author_id: row.author_id,
+      author_username: row.author_username,
+    }) as {
+      id: string;
+      text: string;
+      created_at: string;
+      author_id: string;
+      author_username: string;
+    } & Record<F, string>;
 
 /** What comments hang on: its table, its comments' table and key, and the counter kept on it. */
 export const COMMENTED = {
@@ -24,14 +44,28 @@ export function commentsStore(db: Db, on: Commented) {
   const parentKey = sql.identifier([on.parentKey]);
   const counter = sql.identifier([on.counter]);
   return {
-    /** Adds a comment and counts it on what it hangs on, in one statement. */
-    insert: async (comment: { id: string; parentPk: number; authorPk: number; text: string; at: Date }) => {
+    /** Adds a profile's comment and counts it on what it hangs on, in one statement; answers its row. */
+    add: async (comment: {
+      parent: { pk: number; id: string };
+      author: { pk: number; user_id: string; username: string };
+      text: string;
+      at: Date;
+    }): Promise<CommentRow> => {
+      const id = newId('cmt');
       await db.query(sql.unsafe`
         with comment as (
           insert into ${comments} (id, ${parentKey}, author_pk, text, created_at)
-          values (${comment.id}, ${comment.parentPk}, ${comment.authorPk}, ${comment.text}, ${sql.timestamp(comment.at)})
+          values (${id}, ${comment.parent.pk}, ${comment.author.pk}, ${comment.text}, ${sql.timestamp(comment.at)})
         )
-        update ${parents} set ${counter} = ${counter} + 1 where pk = ${comment.parentPk}`);
+        update ${parents} set ${counter} = ${counter} + 1 where pk = ${comment.parent.pk}`);
+      return {
+        id,
+        parent_id: comment.parent.id,
+        text: comment.text,
+        created_at: comment.at,
+        author_id: comment.author.user_id,
+        author_username: comment.author.username,
+      };
     },
 
     /** Newest first, after a cursor's position. */

@@ -1,3 +1,4 @@
+import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import type { MomentsService } from './moments.js';
 import {
@@ -15,9 +16,6 @@ import {
   USER_LIMITS,
   View,
 } from './schema.js';
-
-/** Every write to public data is one priced call. */
-const WRITE = { product: 'writes', metric: 'calls' } as const;
 
 export const momentRoutes = (moments: MomentsService) => [
   // ----- the app's server (secret key) ---------------------------------------------------------

@@ -1,5 +1,5 @@
 import { sql } from 'slonik';
-import { type SandboxPart, sandboxId } from '../../platform/sandbox.js';
+import { type SandboxPart, sandboxIds } from '../../platform/sandbox.js';
 import { SANDBOX_CLIPS, type SandboxClips } from '../media/sandbox.js';
 import { SANDBOX_USER_IDS } from './sandbox.js';
 
@@ -50,8 +50,9 @@ export const momentsSandbox = (clips: SandboxClips): SandboxPart => ({
   seed: async (tx, appId, at) => {
     const moments = drawMoments();
     const seededAt = sql.timestamp(at);
-    const momentId = (n: number) => sandboxId(appId, 'mom', n);
-    const mediaId = (n: number) => sandboxId(appId, 'med', `m${n}`);
+    const ids = sandboxIds(appId);
+    const momentId = (n: number) => ids('mom', n);
+    const mediaId = (n: number) => ids('med', `m${n}`);
     await clips.seed(
       tx,
       appId,
@@ -94,9 +95,7 @@ export const momentsSandbox = (clips: SandboxClips): SandboxPart => ({
       select l.id, mo.pk, a.pk, 'Love this!', mo.created_at + interval '5 minutes'
       from ${sql.unnest(
         moments.flatMap((moment) =>
-          moment.commenter
-            ? [[sandboxId(appId, 'cmt', `m${moment.n}`), momentId(moment.n), moment.commenter]]
-            : [],
+          moment.commenter ? [[ids('cmt', `m${moment.n}`), momentId(moment.n), moment.commenter]] : [],
         ),
         ['text', 'text', 'text'],
       )} as l (id, moment_id, commenter_id)

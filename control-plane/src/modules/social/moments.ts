@@ -10,21 +10,14 @@ import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import { MOMENT_VIDEO } from '../media/schema.js';
 import type { MediaService } from '../media/service.js';
-import { COMMENTED, commentsStore } from './comments-store.js';
+import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
 import { momentsSandbox } from './moments-sandbox.js';
 import { momentsStore } from './moments-store.js';
-import type { CommentRow, MomentRow } from './schema.js';
+import type { MomentRow } from './schema.js';
 import type { SocialService } from './service.js';
 import type { Scope } from './store.js';
 
-const presentComment = (row: CommentRow) => ({
-  id: row.id,
-  moment_id: row.parent_id,
-  text: row.text,
-  created_at: row.created_at.toISOString(),
-  author_id: row.author_id,
-  author_username: row.author_username,
-});
+const presentComment = commentPresenter('moment_id');
 
 /**
  * Moments: short videos a user publishes from a storage object of theirs, checked with ffprobe and
@@ -43,21 +36,25 @@ export function createMomentsService(deps: {
   const store = momentsStore(deps.pool);
   deps.sandbox.register(momentsSandbox(deps.media.sandboxClips));
 
-  const present = (row: MomentRow) => ({
-    id: row.id,
-    author_id: row.author_id,
-    author_username: row.author_username,
-    caption: row.caption,
-    media_type: 'video' as const,
-    ...(({ url, thumbnail_url }) => ({ video_url: url, thumbnail_url }))(deps.media.urls(row.media_id)),
-    width: row.width,
-    height: row.height,
-    duration_ms: row.duration_ms,
-    like_count: row.like_count,
-    comment_count: row.comment_count,
-    view_count: row.view_count,
-    created_at: row.created_at.toISOString(),
-  });
+  const present = (row: MomentRow) => {
+    const { url, thumbnail_url } = deps.media.urls(row.media_id);
+    return {
+      id: row.id,
+      author_id: row.author_id,
+      author_username: row.author_username,
+      caption: row.caption,
+      media_type: 'video' as const,
+      video_url: url,
+      thumbnail_url,
+      width: row.width,
+      height: row.height,
+      duration_ms: row.duration_ms,
+      like_count: row.like_count,
+      comment_count: row.comment_count,
+      view_count: row.view_count,
+      created_at: row.created_at.toISOString(),
+    };
+  };
 
   async function requireMoment(scope: Scope, id: string, db: DatabasePool | Transaction = deps.pool) {
     const moment = await momentsStore(db).moment(scope, id);
@@ -163,22 +160,14 @@ export function createMomentsService(deps: {
     comment: async (user: UserPrincipal, id: string, text: string, tx: Transaction) => {
       const me = await deps.social.ownProfile(user, tx);
       const moment = await requireMoment(await deps.social.scope(user), id, tx);
-      const comment = {
-        id: newId('cmt'),
-        parent_id: id,
-        text,
-        created_at: deps.clock.now(),
-        author_id: me.user_id,
-        author_username: me.username,
-      };
-      await commentsStore(tx, COMMENTED.moment).insert({
-        id: comment.id,
-        parentPk: moment.pk,
-        authorPk: me.pk,
-        text,
-        at: comment.created_at,
-      });
-      return presentComment(comment);
+      return presentComment(
+        await commentsStore(tx, COMMENTED.moment).add({
+          parent: moment,
+          author: me,
+          text,
+          at: deps.clock.now(),
+        }),
+      );
     },
 
     listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {

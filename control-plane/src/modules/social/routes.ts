@@ -1,3 +1,4 @@
+import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import {
   Buzz,
@@ -23,9 +24,6 @@ import {
   UsernameParams,
 } from './schema.js';
 import type { SocialService } from './service.js';
-
-/** Every write to public data is one priced call. */
-const WRITE = { product: 'writes', metric: 'calls' } as const;
 
 export const socialRoutes = (social: SocialService) => [
   // ----- the app's server (secret key) ---------------------------------------------------------

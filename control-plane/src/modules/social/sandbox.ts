@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import { sql } from 'slonik';
-import type { SandboxPart } from '../../platform/sandbox.js';
+import { type SandboxPart, sandboxIds } from '../../platform/sandbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { REACTION_KINDS } from './schema.js';
 
@@ -437,11 +436,7 @@ async function seedSandbox(db: Db, appId: string, at: Date): Promise<void> {
   // Ages travel as seconds and become times in SQL: thousands of dates cost more in JavaScript.
   const seededAt = sql.timestamp(at);
   const userId = (profile: SandboxProfile) => `sandbox-${profile.name}`;
-  // Buzz and comment ids are unique across apps: 80 bits of a hash of the app id tell the apps
-  // apart. The "_" after "sbx" keeps them apart from newId's, whose random part is base62.
-  const appTag = createHash('sha256').update(appId).digest('hex').slice(0, 20);
-  const numbered = (prefix: string, number: number) =>
-    `${prefix}_sbx_${appTag}_${String(number).padStart(5, '0')}`;
+  const numbered = sandboxIds(appId);
   const buzzId = (buzz: DrawnBuzz) => numbered('bz', buzz.number);
 
   await db.query(sql.unsafe`

@@ -8,9 +8,9 @@ import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
-import { COMMENTED, commentsStore } from './comments-store.js';
+import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
-import type { BuzzRow, CommentRow, ProfileRow } from './schema.js';
+import type { BuzzRow, ProfileRow } from './schema.js';
 import { type Scope, socialStore } from './store.js';
 
 const presentProfile = (row: ProfileRow) => ({
@@ -36,14 +36,7 @@ const presentBuzz = (row: BuzzRow) => ({
   author_username: row.author_username,
 });
 
-const presentComment = (row: CommentRow) => ({
-  id: row.id,
-  buzz_id: row.parent_id,
-  text: row.text,
-  created_at: row.created_at.toISOString(),
-  author_id: row.author_id,
-  author_username: row.author_username,
-});
+const presentComment = commentPresenter('buzz_id');
 
 const scopeOf = (principal: Principal): Scope => ({ appId: principal.appId, mode: principal.mode });
 
@@ -252,22 +245,9 @@ export function createSocialService(deps: {
       const me = await myProfile(user, tx);
       const scope = scopeOf(user);
       const buzz = await requireBuzz(scope, id, tx);
-      const comment = {
-        id: newId('cmt'),
-        parent_id: id,
-        text,
-        created_at: deps.clock.now(),
-        author_id: me.user_id,
-        author_username: me.username,
-      };
-      await commentsStore(tx, COMMENTED.buzz).insert({
-        id: comment.id,
-        parentPk: buzz.pk,
-        authorPk: me.pk,
-        text,
-        at: comment.created_at,
-      });
-      const presented = presentComment(comment);
+      const presented = presentComment(
+        await commentsStore(tx, COMMENTED.buzz).add({ parent: buzz, author: me, text, at: deps.clock.now() }),
+      );
       await deps.outbox.emit(tx, {
         ...scope,
         type: 'buzz.comment',

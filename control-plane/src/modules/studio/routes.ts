@@ -1,3 +1,4 @@
+import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import {
   StudioAsset,
@@ -9,9 +10,6 @@ import {
   StudioUpdate,
 } from './schema.js';
 import type { StudioService } from './service.js';
-
-/** Every studio write is one priced call; reads are free. */
-const WRITE = { product: 'writes', metric: 'calls' } as const;
 
 export const studioRoutes = (studio: StudioService) => [
   route({

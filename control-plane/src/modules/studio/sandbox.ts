@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import { sql } from 'slonik';
-import { type SandboxPart, sandboxId } from '../../platform/sandbox.js';
+import { type SandboxPart, sandboxIds } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import type { SandboxClips } from '../media/sandbox.js';
 import type { StudioKind } from './schema.js';
@@ -47,8 +46,8 @@ const VIDEOS = 'https://videos.example.com/sandbox/studio';
 
 /** Seeds the app's sandbox studio in one statement. */
 async function seedStudio(tx: Transaction, appId: string, at: Date): Promise<void> {
-  const appTag = createHash('sha256').update(appId).digest('hex').slice(0, 20);
-  const id = (index: number) => `sta_sbx_${appTag}_${String(index + 1).padStart(3, '0')}`;
+  const ids = sandboxIds(appId);
+  const id = (index: number) => ids('sta', index + 1, 3);
   const seededAt = sql.timestamp(at);
   // Tags travel as JSON: unnest flattens an array of arrays.
   await tx.query(sql.unsafe`
@@ -85,8 +84,9 @@ export const studioSandbox = (clips: SandboxClips): SandboxPart => ({
   prepare: clips.prepare,
   seed: async (tx, appId, at) => {
     await seedStudio(tx, appId, at);
-    const id = (index: number) => sandboxId(appId, 'sta', `clip${index + 1}`);
-    const mediaId = (index: number) => sandboxId(appId, 'med', `s${index + 1}`);
+    const ids = sandboxIds(appId);
+    const id = (index: number) => ids('sta', `clip${index + 1}`);
+    const mediaId = (index: number) => ids('med', `s${index + 1}`);
     await clips.seed(
       tx,
       appId,
