@@ -1,5 +1,6 @@
 %%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, archives an app's
-%%% messages only when the app asks for it, and makes a revoked credential's racing login fail.
+%%% messages only when the app asks for it, makes a revoked credential's racing login fail, and
+%%% hands the control plane's messaging component its deliveries' outcomes (docs/messaging.md).
 %%%
 %%% Every app has a chat prefix: its users are <prefix>.<user>@<host>, its rooms
 %%% <prefix>.<room>@<muc host>. The prefix is the local part up to the first dot; a local part
@@ -10,9 +11,10 @@
 -module(mod_svc_scope).
 -behaviour(gen_mod).
 
--export([start/2, stop/1, depends/2, mod_options/1, mod_doc/0]).
+-export([start/2, stop/1, depends/2, mod_options/1, mod_opt_type/1, mod_doc/0]).
 -export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
-         c2s_session_opened/1, c2s_session_resumed/1]).
+         c2s_session_opened/1, c2s_session_resumed/1, user_receive_packet/1, process_delivery/1,
+         decode_iq_subel/1]).
 -export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1]).
 
 -include("logger.hrl").
@@ -27,6 +29,8 @@
 -record(svc_revocation, {us :: {binary(), binary()}, at :: integer()}).
 
 -define(FORBIDDEN_TEXT, <<"Addresses of another app are out of reach">>).
+%% The messaging component's deliveries, their outcomes and the notices of their arrival.
+-define(NS_MESSAGING, <<"urn:svc:messaging:0">>).
 %% The process dictionary key under which a login keeps when its password was checked.
 -define(PASSWORD_CHECKED, svc_password_checked).
 %% A session must be opened this soon after its password check; revocations are kept twice as long.
@@ -55,6 +59,9 @@ start(Host, _Opts) ->
             ejabberd_hooks:add(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
             ejabberd_hooks:add(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
             ejabberd_hooks:add(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
+            %% Runs only for what passed the privacy lists, as the stanza is about to reach the client.
+            ejabberd_hooks:add(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
+            gen_iq_handler:add_iq_handler(ejabberd_local, Host, ?NS_MESSAGING, ?MODULE, process_delivery),
             %% Node-wide (one router for every host); adding it again for a second host is a no-op.
             ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
             ejabberd_commands:register_commands(?MODULE, commands()),
@@ -69,6 +76,8 @@ stop(Host) ->
     ejabberd_hooks:delete(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
     ejabberd_hooks:delete(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
     ejabberd_hooks:delete(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
+    ejabberd_hooks:delete(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
+    gen_iq_handler:remove_iq_handler(ejabberd_local, Host, ?NS_MESSAGING),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
         false ->
@@ -78,11 +87,15 @@ stop(Host) ->
 
 depends(_Host, _Opts) -> [].
 
-mod_options(_Host) -> [].
+%% The control plane's external component (XEP-0114), the only sender whose deliveries are taken.
+mod_opt_type(messaging_host) -> econf:either(none, econf:domain()).
+
+mod_options(_Host) -> [{messaging_host, none}].
 
 mod_doc() ->
     #{desc => [<<"Keeps app-scoped chat addresses apart, archives each app's messages only when "
-                 "svc_set_archiving enabled it, and closes a login that raced svc_revoke_user.">>]}.
+                 "svc_set_archiving enabled it, closes a login that raced svc_revoke_user, and "
+                 "delivers the messaging component's messages with their outcome.">>]}.
 
 %%--------------------------------------------------------------------
 %% API accounts
@@ -231,6 +244,132 @@ scope(LUser) ->
         [Prefix, _] -> Prefix;
         [_] -> none
     end.
+
+%%--------------------------------------------------------------------
+%% Messaging (the control plane's component: OTPs, promos)
+%%--------------------------------------------------------------------
+
+%% The component asks this host, in one IQ, to deliver a message to one of its accounts, and learns
+%% what became of it, decided here and nowhere else:
+%%   <iq type='set' from='<messaging host>' to='<host>'>
+%%     <deliver xmlns='urn:svc:messaging:0' [on-behalf-of='<jid>']><message from to .../></deliver>
+%%   </iq>
+%% answered with <delivery xmlns='urn:svc:messaging:0' status='S'/>, S one of:
+%%   online (handed to a session), stored (kept offline until the next login), no-account (nobody by
+%%   that name), blocked (the recipient's privacy lists, XEP-0191 block list included, refuse the
+%%   sender, or the account it sends for: on-behalf-of), refused (the offline store would not take it).
+process_delivery(#iq{type = set, from = #jid{lserver = Sender}, to = #jid{lserver = LServer},
+                     sub_els = [#xmlel{name = <<"deliver">>} = Deliver]} = IQ) ->
+    case messaging_host(LServer) of
+        Sender ->
+            try delivery(LServer, Sender, Deliver) of
+                Status ->
+                    xmpp:make_iq_result(IQ, #xmlel{name = <<"delivery">>,
+                                                   attrs = [{<<"xmlns">>, ?NS_MESSAGING},
+                                                            {<<"status">>, Status}]})
+            catch
+                throw:{bad_request, Text} ->
+                    xmpp:make_error(IQ, xmpp:err_bad_request(Text, xmpp:get_lang(IQ)))
+            end;
+        _ ->
+            xmpp:make_error(IQ, xmpp:err_forbidden(<<"Only the messaging component delivers">>,
+                                                   xmpp:get_lang(IQ)))
+    end;
+process_delivery(IQ) ->
+    xmpp:make_error(IQ, xmpp:err_bad_request(<<"Expected a deliver set">>, xmpp:get_lang(IQ))).
+
+%% gen_iq_handler decodes an IQ's child with the xmpp codec unless the module does it: ours is not
+%% the codec's, so it stays the element it is.
+decode_iq_subel(El) ->
+    El.
+
+delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
+    Msg = case [El || #xmlel{name = <<"message">>} = El <- Children] of
+              [El] ->
+                  try xmpp:decode(El, ?NS_CLIENT, [ignore_els])
+                  catch _:{xmpp_codec, _} -> throw({bad_request, <<"The message does not parse">>})
+                  end;
+              _ ->
+                  throw({bad_request, <<"Expected one message">>})
+          end,
+    #message{from = From, to = To} = Msg,
+    Senders = [From | on_behalf_of(fxml:get_attr_s(<<"on-behalf-of">>, Attrs))],
+    Recipient = scope_of(To),
+    case From of
+        #jid{lserver = Sender} -> ok;
+        _ -> throw({bad_request, <<"The message must come from the messaging host">>})
+    end,
+    case To of
+        #jid{lserver = LServer, lresource = <<>>} when Recipient /= none -> ok;
+        _ -> throw({bad_request, <<"The message must go to an app's account of this host">>})
+    end,
+    lists:all(fun(J) -> scope_of(J) == Recipient end, Senders) orelse
+        throw({bad_request, <<"Addresses of another app are out of reach">>}),
+    #jid{luser = LUser} = To,
+    case ejabberd_auth:user_exists(LUser, LServer) of
+        false ->
+            <<"no-account">>;
+        true ->
+            Allowed = fun(J) ->
+                          allow == ejabberd_hooks:run_fold(privacy_check_packet, LServer, allow,
+                                                           [To, Msg#message{from = J}, in])
+                      end,
+            case lists:all(Allowed, Senders) of
+                false -> <<"blocked">>;
+                true -> hand_over(Msg, LUser, LServer)
+            end
+    end.
+
+on_behalf_of(<<>>) ->
+    [];
+on_behalf_of(Text) ->
+    try [jid:decode(Text)]
+    catch _:{bad_jid, _} -> throw({bad_request, <<"on-behalf-of is not a JID">>})
+    end.
+
+scope_of(#jid{luser = <<>>}) -> none;
+scope_of(#jid{luser = LUser}) -> scope(LUser).
+
+%% As ejabberd_sm routes a message to a bare JID: to the available sessions, or else to the offline
+%% store, whose answer is kept here rather than bounced unseen.
+hand_over(Msg, LUser, LServer) ->
+    case [P || {P, _} <- ejabberd_sm:get_user_present_resources(LUser, LServer), P >= 0] of
+        [] ->
+            case ejabberd_hooks:run_fold(offline_message_hook, LServer, {bounce, Msg}, []) of
+                {offlined, _} -> <<"stored">>;
+                _ -> <<"refused">>
+            end;
+        _ ->
+            ejabberd_router:route(Msg),
+            <<"online">>
+    end.
+
+%% A component message marked as the bundle's (<svc xmlns='urn:svc:messaging:0'/>) reached a client:
+%% the component is told, with the message's id, whether it went out at once or from offline storage.
+user_receive_packet({#message{type = Type, from = #jid{lserver = From}, id = Id} = Msg,
+                     #{lserver := LServer, jid := Client}} = Acc) when Type /= error ->
+    case messaging_host(LServer) == From andalso is_marked(Msg) of
+        true ->
+            Notice = #xmlel{name = <<"delivered">>,
+                            attrs = [{<<"xmlns">>, ?NS_MESSAGING}, {<<"id">>, Id},
+                                     {<<"to">>, jid:encode(Client)}]},
+            ejabberd_router:route(#message{from = jid:make(LServer), to = jid:make(From),
+                                           type = normal, sub_els = [Notice]});
+        false ->
+            ok
+    end,
+    Acc;
+user_receive_packet(Acc) ->
+    Acc.
+
+is_marked(#message{sub_els = Els}) ->
+    lists:any(fun(#xmlel{name = <<"svc">>, attrs = Attrs}) ->
+                      fxml:get_attr_s(<<"xmlns">>, Attrs) == ?NS_MESSAGING;
+                 (_) -> false
+              end, Els).
+
+messaging_host(LServer) ->
+    gen_mod:get_module_opt(LServer, ?MODULE, messaging_host).
 
 %%--------------------------------------------------------------------
 %% Archiving

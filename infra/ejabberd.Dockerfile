@@ -50,18 +50,22 @@ RUN install -d /usr/local/lib/mod_svc_scope/ebin \
 # The container's start: the bridge takes a config file (as on the native path), so this writes one
 # from the environment that compose.yaml passes (EXTAUTH_URL, EXTAUTH_SECRET), readable by ejabberd
 # only, turns the API accounts' secrets into the digests ejabberd_auth_svc_api reads
-# (SVC_EJABBERD_API_ACCOUNTS), then starts the CMD without any secret in its environment.
-RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-extauth \
+# (SVC_EJABBERD_API_ACCOUNTS), writes the component listener's password (EJABBERD_COMPONENT_SECRET)
+# as the macro that ejabberd.yml includes from /run/svc-ejabberd (ejabberd.yml cannot read the
+# environment; JSON is YAML), then starts the CMD without any secret in its environment.
+RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-extauth /run/svc-ejabberd \
     && printf '%s\n' \
         '#!/bin/sh' \
         'set -eu' \
         ': "${EXTAUTH_URL:?set EXTAUTH_URL}" "${EXTAUTH_SECRET:?set EXTAUTH_SECRET}"' \
         ': "${EJABBERD_API_SECRET:?set EJABBERD_API_SECRET}" "${EJABBERD_OPERATOR_SECRET:?set EJABBERD_OPERATOR_SECRET}"' \
+        ': "${EJABBERD_COMPONENT_SECRET:?set EJABBERD_COMPONENT_SECRET}"' \
         'umask 077' \
         'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ url: process.env.EXTAUTH_URL, secret: process.env.EXTAUTH_SECRET }))" /run/svc-extauth/extauth.json' \
+        'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ define_macro: { SVC_COMPONENT_SECRET: process.env.EJABBERD_COMPONENT_SECRET } }))" /run/svc-ejabberd/component-secret.yml' \
         'SVC_EJABBERD_API_ACCOUNTS="$(node -e "const d = (s) => require(\"crypto\").createHash(\"sha256\").update(s).digest(\"hex\"); process.stdout.write(\"svc-api=\" + d(process.env.EJABBERD_API_SECRET) + \",svc-operator=\" + d(process.env.EJABBERD_OPERATOR_SECRET))")"' \
         'export SVC_EJABBERD_API_ACCOUNTS' \
-        'exec env -u EXTAUTH_SECRET -u EJABBERD_API_SECRET -u EJABBERD_OPERATOR_SECRET "$@"' \
+        'exec env -u EXTAUTH_SECRET -u EJABBERD_API_SECRET -u EJABBERD_OPERATOR_SECRET -u EJABBERD_COMPONENT_SECRET "$@"' \
         > /usr/local/bin/svc-ejabberd-start \
     && chmod 0755 /usr/local/bin/svc-ejabberd-start
 
@@ -87,7 +91,8 @@ WORKDIR /var/lib/ejabberd
 USER ejabberd
 
 # 5280: XMPP over WebSocket (/ws), for clients. 5281: the admin API (/api), internal only.
-EXPOSE 5280 5281
+# 5275: the control plane's external component (XEP-0114), internal only.
+EXPOSE 5275 5280 5281
 
 # `erl` is started directly, not through `ejabberdctl foreground`: that script keeps a shell as the
 # parent of the VM, which would swallow `docker stop`'s SIGTERM. Here the start script execs erl, and
@@ -106,7 +111,8 @@ CMD ["/usr/bin/erl", \
      "-ejabberd", "log_rotate_count", "1", "log_rotate_size", "10485760", \
      "-s", "ejabberd"]
 
-# The API's health check permission (ejabberd.yml: "health check") allows `status` from loopback.
+# The API's health check permission (ejabberd.yml: "health check") allows `status` from loopback;
+# the component listener (5275) must accept connections too, since the control plane connects to it.
 # Debian 12's Node 18 still flags fetch as experimental, hence --no-warnings.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 \
-    CMD ["node", "--no-warnings", "-e", "fetch('http://127.0.0.1:5281/api/status',{method:'POST',headers:{'content-type':'application/json'},body:'{}'}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+    CMD ["node", "--no-warnings", "-e", "fetch('http://127.0.0.1:5281/api/status',{method:'POST',headers:{'content-type':'application/json'},body:'{}'}).then(r=>r.ok&&new Promise(k=>require('net').connect(5275,'127.0.0.1',()=>k(true)).on('error',()=>k(false)))).then(ok=>process.exit(ok?0:1),()=>process.exit(1))"]

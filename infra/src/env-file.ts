@@ -9,6 +9,8 @@ import type { StackSecrets } from './secrets.js';
 /** Names shared by the servers' configs and the control plane's settings. */
 export const CHAT_DOMAIN = 'chat.local';
 export const CHAT_MUC_DOMAIN = `conference.${CHAT_DOMAIN}`;
+/** The control plane's external component (XEP-0114): the messaging identities' domain. */
+export const MESSAGING_DOMAIN = `notify.${CHAT_DOMAIN}`;
 export const S3_REGION = 'us-east-1';
 export const LIVEKIT_WEBHOOK_PATH = '/internal/livekit/webhook';
 /** ejabberd's HTTP API accounts: the control plane's, and the operator's (ejabberd.yml's api_permissions). */
@@ -35,6 +37,9 @@ export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Rec
     SVC_CHAT_WS_URL: local('ws', ports.ejabberdWebSocket, '/ws'),
     SVC_CHAT_DOMAIN: CHAT_DOMAIN,
     SVC_CHAT_MUC_DOMAIN: CHAT_MUC_DOMAIN,
+    SVC_MESSAGING_COMPONENT_URL: local('xmpp', ports.ejabberdComponent),
+    SVC_MESSAGING_COMPONENT_SECRET: secrets.ejabberdComponentSecret,
+    SVC_MESSAGING_DOMAIN: MESSAGING_DOMAIN,
     SVC_LIVEKIT_URL: local('http', ports.livekitHttp),
     SVC_LIVEKIT_PUBLIC_URL: local('ws', ports.livekitHttp),
     SVC_LIVEKIT_API_KEY: secrets.livekitApiKey,

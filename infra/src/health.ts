@@ -32,3 +32,17 @@ export function redisPing(port: number, password: string): Promise<boolean> {
     });
   });
 }
+
+/** True when something accepts a TCP connection on the loopback port; the connection is closed at once. */
+export function tcpListening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const finish = (listening: boolean) => {
+      socket.destroy();
+      resolve(listening);
+    };
+    socket.setTimeout(PROBE_TIMEOUT_MS, () => finish(false));
+    socket.once('error', () => finish(false));
+    socket.once('connect', () => finish(true));
+  });
+}

@@ -17,6 +17,7 @@ export const PORTS = {
   minioConsole: { offset: 9, protocol: 'tcp', label: 'MinIO console' },
   ejabberdDistribution: { offset: 10, protocol: 'tcp', label: 'ejabberd Erlang distribution' },
   controlPlaneInternal: { offset: 11, protocol: 'tcp', label: 'control plane internal (callbacks, metrics)' },
+  ejabberdComponent: { offset: 12, protocol: 'tcp', label: 'ejabberd external component (XEP-0114)' },
 } as const;
 
 export type PortName = keyof typeof PORTS;

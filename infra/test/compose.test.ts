@@ -165,11 +165,12 @@ describe('compose.yaml', () => {
     );
   });
 
-  composeIt('keeps PostgreSQL, Redis, the ejabberd API and the MinIO console off the host', () => {
+  composeIt("keeps PostgreSQL, Redis, ejabberd's API and component and MinIO's console off the host", () => {
     expect(publishedTargets('postgres')).toEqual([]);
     expect(publishedTargets('redis')).toEqual([]);
     expect(publishedTargets('ejabberd')).toEqual([5280]);
     expect(publishedTargets('ejabberd')).not.toContain(5281);
+    expect(publishedTargets('ejabberd')).not.toContain(5275);
     expect(publishedTargets('minio')).toEqual([9000]);
     expect(publishedTargets('minio')).not.toContain(9001);
     expect(publishedTargets('livekit').sort()).toEqual([7880, 7881, 7882]);
@@ -226,9 +227,46 @@ describe('compose.yaml', () => {
       EXTAUTH_SECRET: controlPlane.SVC_EJABBERD_AUTH_SECRET,
       EJABBERD_API_SECRET: controlPlane.SVC_EJABBERD_API_SECRET,
       EJABBERD_OPERATOR_SECRET: expect.stringMatching(/.{32}/),
+      EJABBERD_COMPONENT_SECRET: controlPlane.SVC_MESSAGING_COMPONENT_SECRET,
     });
     // The control plane waits for ejabberd; the reverse would be a cycle. Logins fail until it is up.
     expect(service('ejabberd').depends_on).toBeUndefined();
+  });
+
+  composeIt("serves the control plane's component on the messaging domain, with its secret", () => {
+    const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
+      include_config_file: Record<string, { allow_only?: string[] }>;
+      listen: Array<{
+        port: number;
+        ip: string;
+        module: string;
+        hosts?: Record<string, { password?: string }>;
+      }>;
+      modules: { mod_svc_scope: { messaging_host?: string } };
+    };
+    const controlPlane = environment('control-plane');
+    const components = ejabberd.listen.filter((listener) => listener.module === 'ejabberd_service');
+    expect(components).toHaveLength(1);
+    const [component] = components;
+    // The control plane connects over the chat network to the listener's port, as its one host.
+    expect(controlPlane.SVC_MESSAGING_COMPONENT_URL).toBe(`xmpp://ejabberd:${component?.port}`);
+    expect(component?.ip).toBe('0.0.0.0');
+    expect(Object.keys(component?.hosts ?? {})).toEqual([controlPlane.SVC_MESSAGING_DOMAIN]);
+    expect(controlPlane.SVC_MESSAGING_DOMAIN).toBe(`notify.${controlPlane.SVC_CHAT_DOMAIN}`);
+    expect(ejabberd.modules.mod_svc_scope.messaging_host).toBe(controlPlane.SVC_MESSAGING_DOMAIN);
+    // The password is a macro that the image's start script defines from EJABBERD_COMPONENT_SECRET
+    // (infra/ejabberd.Dockerfile), in a file ejabberd.yml takes nothing else from.
+    const password = component?.hosts?.[controlPlane.SVC_MESSAGING_DOMAIN ?? '']?.password;
+    expect(password).toBe('SVC_COMPONENT_SECRET');
+    expect(ejabberd.include_config_file).toEqual({
+      '/run/svc-ejabberd/component-secret.yml': { allow_only: ['define_macro'] },
+    });
+    const dockerfile = readFileSync(join(root, 'infra/ejabberd.Dockerfile'), 'utf8');
+    expect(dockerfile).toContain(
+      `JSON.stringify({ define_macro: { ${password}: process.env.EJABBERD_COMPONENT_SECRET } })`,
+    );
+    expect(dockerfile).toContain('/run/svc-ejabberd/component-secret.yml');
+    expect(dockerfile).toMatch(/exec env( -u \w+)* -u EJABBERD_COMPONENT_SECRET /);
   });
 
   composeIt("gives LiveKit a config whose key, secret and webhook match the control plane's", () => {
@@ -279,6 +317,7 @@ describe('compose.yaml', () => {
       'SVC_SHIELD_HASH_KEY',
       'SVC_EJABBERD_API_SECRET',
       'SVC_SEALING_KEY',
+      'SVC_MESSAGING_COMPONENT_SECRET',
     ])
       expect(controlPlane[name]?.length, name).toBeGreaterThanOrEqual(32);
     // Each caller its own secret.

@@ -37,6 +37,7 @@ const secrets: StackSecrets = {
   sealingKey: 'webhooks000000000000000000000000000000000000000',
   ejabberdApiSecret: 'xmppapi0000000000000000000000000000000000000000',
   ejabberdOperatorSecret: 'operator000000000000000000000000000000000000000',
+  ejabberdComponentSecret: 'component00000000000000000000000000000000000000',
   livekitApiKey: 'APIkey000000000',
   livekitApiSecret: 'lksecret0000000000000000000000000000000000000000',
   minioRootUser: 'minio000000000000000',
@@ -73,6 +74,58 @@ describe('ejabberd config', () => {
     expect(config).toMatch(
       /- port: 48004\n\s+ip: 127\.0\.0\.1\n\s+module: ejabberd_http\n\s+request_handlers: \{\/api: mod_http_api\}/,
     );
+  });
+
+  it("gives the control plane's component its own loopback listener on notify.chat.local", () => {
+    for (const rendered of [config, devConfig]) {
+      const { listen } = parse(rendered) as { listen: Array<Record<string, unknown>> };
+      expect(listen).toContainEqual({
+        port: 48012,
+        ip: '127.0.0.1',
+        module: 'ejabberd_service',
+        hosts: { 'notify.chat.local': { password: secrets.ejabberdComponentSecret } },
+      });
+    }
+    // The same port, domain and secret as the control plane's settings.
+    const settings = controlPlaneSettings(ports, secrets);
+    expect(settings.SVC_MESSAGING_COMPONENT_URL).toBe('xmpp://127.0.0.1:48012');
+    expect(settings.SVC_MESSAGING_DOMAIN).toBe('notify.chat.local');
+    expect(settings.SVC_MESSAGING_COMPONENT_SECRET).toBe(secrets.ejabberdComponentSecret);
+    expect(ejabberd.ports).toContain('ejabberdComponent');
+  });
+
+  it('keeps offline messages, block lists, and hands the component to mod_svc_scope', () => {
+    const { modules, shaper_rules: shaperRules } = parse(devConfig) as {
+      modules: Record<string, unknown>;
+      shaper_rules: Record<string, unknown>;
+    };
+    expect(modules).toMatchObject({
+      mod_svc_scope: { messaging_host: 'notify.chat.local' },
+      mod_offline: { access_max_user_messages: 'max_user_offline_messages' },
+      mod_privacy: {},
+      mod_blocking: {},
+    });
+    expect(shaperRules).toEqual({ max_user_offline_messages: 5000 });
+  });
+
+  it('keeps the Docker config in step: the same modules, messaging domain and offline limit', () => {
+    const native = parse(devConfig) as {
+      modules: Record<string, unknown>;
+      shaper_rules: Record<string, unknown>;
+      listen: Array<Record<string, unknown>>;
+    };
+    const docker = parse(
+      readFileSync(join(REPO_ROOT, 'infra/compose/ejabberd.yml'), 'utf8'),
+    ) as typeof native;
+    expect(Object.keys(docker.modules).sort()).toEqual(Object.keys(native.modules).sort());
+    for (const module of ['mod_svc_scope', 'mod_offline', 'mod_privacy', 'mod_blocking'])
+      expect(docker.modules[module], module).toEqual(native.modules[module]);
+    expect(docker.shaper_rules).toEqual(native.shaper_rules);
+    const componentHosts = (config: typeof native) =>
+      config.listen
+        .filter((listener) => listener.module === 'ejabberd_service')
+        .map((listener) => Object.keys(listener.hosts as Record<string, unknown>));
+    expect(componentHosts(docker)).toEqual(componentHosts(native));
   });
 
   it('lets the API run for its accounts only, each with its commands, knowing their digests alone', () => {
@@ -112,7 +165,6 @@ describe('ejabberd config', () => {
     );
     expect(config).toMatch(new RegExp(`^extauth_pool_size: ${EXTAUTH_POOL_SIZE}\n`, 'm'));
     expect(config).toContain('auth_use_cache: false');
-    expect(config).toContain('mod_svc_scope: {}');
     expect(JSON.parse(renderExtauthConfig(context('test')))).toEqual({
       url: 'http://127.0.0.1:48011',
       secret: secrets.ejabberdAuthSecret,
@@ -154,6 +206,13 @@ describe('ejabberd config', () => {
     // Neither host has chat.local's rooms, whose service name only one host can hold.
     for (const host of ['bench.local', 'accept-all.local'])
       expect(hosts[host]?.modules).not.toHaveProperty('mod_muc');
+    // Otherwise the modules a chat.local session goes through: the global list less the API and MUC.
+    const { modules } = parse(config) as { modules: Record<string, unknown> };
+    const sessionModules = Object.keys(modules)
+      .filter((name) => !['mod_admin_extra', 'mod_muc_admin', 'mod_http_api', 'mod_muc'].includes(name))
+      .sort();
+    for (const host of ['bench.local', 'accept-all.local'])
+      expect(Object.keys(hosts[host]?.modules ?? {}).sort()).toEqual(sessionModules);
     expect(devConfig).not.toContain('host_config');
     expect(devConfig).not.toContain('bench.local');
     expect(devConfig).not.toContain('accept-all');
@@ -249,6 +308,9 @@ describe('control-plane settings', () => {
       SVC_CHAT_WS_URL: 'ws://127.0.0.1:48003/ws',
       SVC_CHAT_DOMAIN: 'chat.local',
       SVC_CHAT_MUC_DOMAIN: 'conference.chat.local',
+      SVC_MESSAGING_COMPONENT_URL: 'xmpp://127.0.0.1:48012',
+      SVC_MESSAGING_COMPONENT_SECRET: secrets.ejabberdComponentSecret,
+      SVC_MESSAGING_DOMAIN: 'notify.chat.local',
       SVC_LIVEKIT_URL: 'http://127.0.0.1:48005',
       SVC_LIVEKIT_PUBLIC_URL: 'ws://127.0.0.1:48005',
       SVC_LIVEKIT_API_KEY: secrets.livekitApiKey,

@@ -23,6 +23,7 @@ describe('port map', () => {
       minioConsole: 48009,
       ejabberdDistribution: 48010,
       controlPlaneInternal: 48011,
+      ejabberdComponent: 48012,
     });
   });
 

@@ -47,6 +47,7 @@ describe('secrets', () => {
       'sealingKey',
       'ejabberdApiSecret',
       'ejabberdOperatorSecret',
+      'ejabberdComponentSecret',
     ] as const)
       expect(secrets[name].length).toBeGreaterThanOrEqual(32);
     expect(secrets.livekitApiSecret.length).toBeGreaterThanOrEqual(32);

@@ -10,11 +10,17 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { CHAT_DOMAIN, CHAT_MUC_DOMAIN, EJABBERD_API_USER, EJABBERD_OPERATOR_USER } from '../env-file.js';
+import {
+  CHAT_DOMAIN,
+  CHAT_MUC_DOMAIN,
+  EJABBERD_API_USER,
+  EJABBERD_OPERATOR_USER,
+  MESSAGING_DOMAIN,
+} from '../env-file.js';
 import { StackError } from '../errors.js';
 import { runChecked } from '../exec.js';
 import { ensureDir, writeFileAtomic } from '../files.js';
-import { httpOk } from '../health.js';
+import { httpOk, tcpListening } from '../health.js';
 import type { OsUser } from '../os-user.js';
 import { REPO_ROOT } from '../paths.js';
 import type { Profile } from '../profile.js';
@@ -124,9 +130,12 @@ function ejabberdNodeName(profile: Profile): string {
  */
 function benchHostConfig(): string {
   // The modules chat.local's sessions go through (the global list less the API and the MUC
-  // service), so that the hosts differ only in how a login is decided.
+  // service), so that the hosts differ only in how a login is decided. mod_svc_scope without
+  // messaging_host: the messaging component delivers to chat.local's accounts only.
   const modules =
-    '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}, mod_svc_scope: {}, mod_mam: {default: always}}';
+    '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}, mod_svc_scope: {}, ' +
+    'mod_offline: {access_max_user_messages: max_user_offline_messages}, mod_privacy: {}, ' +
+    'mod_blocking: {}, mod_mam: {default: always}}';
   return `
 # Test profile only (infra/src/servers/ejabberd.ts): the login benchmark's hosts.
 host_config:
@@ -146,7 +155,7 @@ host_config:
 }
 
 export function renderEjabberdConfig(context: StackContext): string {
-  const { profile, ports } = context;
+  const { profile, ports, secrets } = context;
   const extauthProgram = shellCommand([process.execPath, AUTH_BRIDGE, files(context).extauthConfig]);
   return renderTemplateFile(TEMPLATE, {
     hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN, ACCEPT_ALL_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
@@ -158,6 +167,9 @@ export function renderEjabberdConfig(context: StackContext): string {
     muc_domain: CHAT_MUC_DOMAIN,
     websocket_port: ports.ejabberdWebSocket,
     api_port: ports.ejabberdApi,
+    component_port: ports.ejabberdComponent,
+    component_secret: secrets.ejabberdComponentSecret,
+    messaging_domain: MESSAGING_DOMAIN,
     api_user: EJABBERD_API_USER,
     operator_user: EJABBERD_OPERATOR_USER,
   });
@@ -232,7 +244,7 @@ export const ejabberd: ServerDefinition = {
   osUser: 'ejabberd',
   // The Erlang VM answers SIGTERM with init:stop, a clean shutdown that closes mnesia.
   stopSignal: 'SIGTERM',
-  ports: ['ejabberdWebSocket', 'ejabberdApi', 'ejabberdDistribution'],
+  ports: ['ejabberdWebSocket', 'ejabberdApi', 'ejabberdComponent', 'ejabberdDistribution'],
   url: ({ ports }) => `ws://127.0.0.1:${ports.ejabberdWebSocket}/ws`,
 
   async prepare(context, user) {
@@ -289,10 +301,12 @@ export const ejabberd: ServerDefinition = {
     };
   },
 
-  isHealthy: ({ ports }) =>
-    httpOk(`http://127.0.0.1:${ports.ejabberdApi}/api/status`, {
+  // The API answers, and the control plane's component listener accepts connections: the control
+  // plane, started next, connects to both.
+  isHealthy: async ({ ports }) =>
+    (await httpOk(`http://127.0.0.1:${ports.ejabberdApi}/api/status`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{}',
-    }),
+    })) && (await tcpListening(ports.ejabberdComponent)),
 };
