@@ -14,6 +14,7 @@ import { billingRoutes } from './modules/billing/routes.js';
 import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
 import { mediaRoutes } from './modules/media/routes.js';
+import { messagingRoutes } from './modules/messaging/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
@@ -151,6 +152,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...userRoutes(container.userTokens),
     ...socialRoutes(container.social),
     ...aboutRoutes(container.about),
+    ...messagingRoutes(container.messaging),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

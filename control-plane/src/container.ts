@@ -1,8 +1,10 @@
+import { createHmac } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { sql } from 'slonik';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { createLiveKitClient } from './adapters/livekit.js';
 import { createMediaTools } from './adapters/media-tools.js';
+import { createMessagingComponent } from './adapters/messaging-component.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
 import { createObjectStore, type ObjectStore } from './adapters/s3.js';
 import { createWebhookSender } from './adapters/webhook-sender.js';
@@ -13,6 +15,7 @@ import { type AboutService, createAboutService } from './modules/about/service.j
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
+import { createMessagingService, type MessagingService } from './modules/messaging/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createMomentsService, type MomentsService } from './modules/social/moments.js';
@@ -43,6 +46,7 @@ export interface Container extends Core {
   shield: ShieldService;
   social: SocialService;
   about: AboutService;
+  messaging: MessagingService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -149,6 +153,28 @@ export async function createContainer(
   const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const about = createAboutService({ pool, clock, cursors, social, sandbox });
+  const messaging = createMessagingService({
+    pool,
+    clock,
+    outbox,
+    cursors,
+    realtime,
+    onError,
+    component: createMessagingComponent({
+      url: settings.SVC_MESSAGING_COMPONENT_URL,
+      domain: settings.SVC_MESSAGING_DOMAIN,
+      secret: settings.SVC_MESSAGING_COMPONENT_SECRET,
+      chatDomain: settings.SVC_CHAT_DOMAIN,
+      bus,
+      onError,
+    }),
+    settings: {
+      chatDomain: settings.SVC_CHAT_DOMAIN,
+      codeKey: createHmac('sha256', settings.SVC_SEALING_KEY).update('svc otp codes v1').digest(),
+    },
+  });
+  // Deliveries wait for the connection (and answer 503 past their wait): starting never blocks.
+  void messaging.start();
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
@@ -159,6 +185,7 @@ export async function createContainer(
     ...core,
     close: async () => {
       sender.close();
+      await messaging.stop();
       await core.close();
     },
     webhookDelivery: createWebhookDelivery({
@@ -199,6 +226,7 @@ export async function createContainer(
     moments,
     studio,
     about,
+    messaging,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

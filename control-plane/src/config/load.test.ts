@@ -10,6 +10,8 @@ const valid = {
   SVC_SHIELD_HASH_KEY: 'e2a94c17b80d36f5a1c9e07b4d28f63a',
   SVC_EJABBERD_API_SECRET: '7c1f05e93ab24d68f0e2b9a7c51d3e86',
   SVC_EJABBERD_API_URL: 'http://127.0.0.1:5281/api',
+  SVC_MESSAGING_COMPONENT_URL: 'xmpp://127.0.0.1:5275',
+  SVC_MESSAGING_COMPONENT_SECRET: '4a8e2c6f0b1d3e5a7c9f2b4d6e8a0c1f',
   SVC_CHAT_WS_URL: 'wss://chat.example.com/ws',
   SVC_LIVEKIT_URL: 'http://127.0.0.1:7880',
   SVC_LIVEKIT_PUBLIC_URL: 'wss://live.example.com',

@@ -79,6 +79,16 @@ export const SettingsSchema = Type.Object({
     default: 'conference.chat.local',
     description: 'Multi-user chat service domain.',
   }),
+  SVC_MESSAGING_COMPONENT_URL: Url(
+    "ejabberd's external-component listener (XEP-0114), e.g. xmpp://127.0.0.1:5275: OTPs, promos and replies.",
+  ),
+  SVC_MESSAGING_COMPONENT_SECRET: Secret("The component's password on that listener.", 32),
+  SVC_MESSAGING_DOMAIN: Type.String({
+    minLength: 1,
+    default: 'notify.chat.local',
+    description:
+      'The domain of the messaging identities (the component’s), e.g. <app prefix>.app@notify.chat.local.',
+  }),
   SVC_LIVEKIT_URL: Url('Internal LiveKit HTTP URL (room service, health).'),
   SVC_LIVEKIT_PUBLIC_URL: Url('Public LiveKit WebSocket URL handed to clients.'),
   SVC_LIVEKIT_API_KEY: Type.String({ minLength: 3, description: 'LiveKit API key.' }),
@@ -125,6 +135,7 @@ export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
   'SVC_MINIO_WEBHOOK_SECRET',
   'SVC_SHIELD_HASH_KEY',
   'SVC_EJABBERD_API_SECRET',
+  'SVC_MESSAGING_COMPONENT_SECRET',
   'SVC_LIVEKIT_API_SECRET',
   'SVC_S3_SECRET_KEY',
   'SVC_SEALING_KEY',

@@ -4,6 +4,7 @@ import { type AdmissionScript, rateLimitHeaders } from '../platform/admission.js
 import type { ErrorStatus } from '../platform/errors.js';
 import type { HeldKey, Idempotency } from '../platform/idempotency.js';
 import type { Metering } from '../platform/metering.js';
+import { formatUsd } from '../platform/money.js';
 import type { AuthKind, Route } from '../platform/route.js';
 import { errorResponses } from '../platform/schemas.js';
 import type { Db } from '../platform/transaction.js';
@@ -130,6 +131,17 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
       return payload;
     });
   }
+  const { costField } = declared;
+  if (costField) {
+    // The body is serialized before the charge is known (and kept so for replays): the field is set
+    // here, from the same figure as the header, on first answers and replays alike.
+    onSend.push(async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      if (typeof payload !== 'string' || reply.statusCode >= 300) return payload;
+      const body = JSON.parse(payload) as Record<string, unknown>;
+      body[costField] = Number(formatUsd(request.costMicros));
+      return JSON.stringify(body);
+    });
+  }
   if (CLIENT_HEADERS[declared.auth]) {
     onSend.push(async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       reply.headers(CORS_HEADERS);
@@ -213,6 +225,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
               return keep ? keep(result, tx) : result;
             },
             held?.key,
+            declared.irreversible === true,
           );
           request.costMicros += charged.costMicros;
           return charged.result;

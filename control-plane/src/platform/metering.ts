@@ -171,16 +171,17 @@ export function createMetering(deps: {
     payer: Payer,
     metered: readonly Required<Usage>[],
     idempotencyKey: string | null,
+    conditional: boolean,
   ): Promise<Charged> {
     if (!open.begun()) {
       await open.commit();
-      return deps.pool.one(meterQuery(payer, metered, true));
+      return deps.pool.one(meterQuery(payer, metered, conditional));
     }
     const at = deps.clock.now();
     await open.db.query(statement`
       insert into charges_at_commit (account_id, app_id, mode, day, at, ledger_id, products, metrics,
-                                     quantities, prices, units, allowances, idempotency_key)
-      values (${meterArguments(payer, metered, at, utcDay(at))}, ${idempotencyKey})`);
+                                     quantities, prices, units, allowances, idempotency_key, conditional)
+      values (${meterArguments(payer, metered, at, utcDay(at))}, ${idempotencyKey}, ${conditional})`);
     const committed = await open.commit();
     return chargedFromNotices(committed!.notices);
   }
@@ -193,12 +194,17 @@ export function createMetering(deps: {
      *
      * `idempotencyKey`: the payer's key whose answer the work kept in its transaction; the charge
      * writes its cost there, in the same COMMIT.
+     *
+     * `inFull`: the work cannot be taken back once done (a message handed to the chat server), so a
+     * balance that does not cover it does not refuse it: it is charged in full, like usage after the
+     * fact, and may go below zero. Only an empty balance, refused before the work began, stops it.
      */
     charge: async <T>(
       payer: Payer,
       usages: readonly Usage[],
       work: (tx: Transaction) => Promise<T>,
       idempotencyKey: string | null = null,
+      inFull = false,
     ): Promise<{ result: T; costMicros: number }> => {
       const metered = normaliseUsages(usages, await deps.prices.table());
       // The connection is taken with the work's first statement: work that writes nothing holds none.
@@ -210,7 +216,7 @@ export function createMetering(deps: {
         result = await work(tx);
         // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
         if (metered.length > 0 || payer.mode === 'live') {
-          charged = await chargeAndCommit(open, payer, metered, idempotencyKey);
+          charged = await chargeAndCommit(open, payer, metered, idempotencyKey, !inFull);
         } else {
           await open.commit();
           charged = NOTHING_CHARGED;

@@ -102,6 +102,14 @@ export interface RouteDeclaration<
    * usage in it once the handler succeeds and reports the charge in X-Svc-Cost-Usd.
    */
   price?: Priced;
+  /**
+   * The work cannot be taken back once done (a message handed to the chat server): it is charged in
+   * full even past what the balance covers (Metering.charge's `inFull`). An empty live balance is
+   * still refused (402) before the handler runs.
+   */
+  irreversible?: true;
+  /** A response field that repeats X-Svc-Cost-Usd as a number of dollars (the spec's `cost_usd`). */
+  costField?: 'cost_usd';
   /** Live keys need a balance above zero (402 otherwise), as priced operations always do: mints. */
   needsBalance?: boolean;
   /** The Free plan is refused (402). */

@@ -67,6 +67,21 @@ export function errorResponses(
   );
 }
 
+/** A page size: 1 to `max`, `fallback` when not given. */
+export const Limit = (max: number, fallback: number, description = 'Page size') =>
+  Type.Integer({ minimum: 1, maximum: max, default: fallback, description });
+export const Cursor = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  description: 'next_cursor of the previous page',
+});
+/** The query of a list with nothing to filter: a page size and the previous page's cursor. */
+export const PageQueryOf = (max: number, fallback: number) =>
+  Type.Object(
+    { limit: Limit(max, fallback), cursor: Type.Optional(Cursor) },
+    { additionalProperties: false },
+  );
+
 /** A cursor page: the spec's `{items, next_cursor}`. */
 export function Page<T extends TSchema>(item: T, description?: string) {
   return Type.Object(

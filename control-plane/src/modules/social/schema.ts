@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import type { UserLimit } from '../../platform/admission.js';
 import { displayName, postText } from '../../platform/identities.js';
-import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
+import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
 
 export const MAX_BUZZ_CHARACTERS = 2_000;
 export const MAX_COMMENT_CHARACTERS = 1_000;
@@ -99,10 +99,6 @@ export const BuzzWrite = Type.Object(
   { additionalProperties: false },
 );
 
-const Limit = (max: number, fallback: number, description = 'Page size') =>
-  Type.Integer({ minimum: 1, maximum: max, default: fallback, description });
-const Cursor = Type.String({ minLength: 1, maxLength: 200, description: 'next_cursor of the previous page' });
-
 export const BuzzListQuery = Type.Object(
   {
     author: Type.Optional(Username),
@@ -111,10 +107,7 @@ export const BuzzListQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-export const PageQuery = Type.Object(
-  { limit: Limit(MAX_PAGE, DEFAULT_PAGE), cursor: Type.Optional(Cursor) },
-  { additionalProperties: false },
-);
+export const PageQuery = PageQueryOf(MAX_PAGE, DEFAULT_PAGE);
 
 export const BuzzPage = Page(Buzz, 'Newest first; deleted buzzes never appear');
 

@@ -1,0 +1,207 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from '../../platform/caller.js';
+import type { Position } from '../../platform/cursors.js';
+import type { Db } from '../../platform/transaction.js';
+import { CodeRow, OptOutRow, PhoneRow, SentMessageRow } from './schema.js';
+
+interface Scope {
+  appId: string;
+  mode: KeyMode;
+}
+
+const Count = z.object({ count: z.number().int() });
+
+const phoneColumns = sql.fragment`user_id, phone, set_by, updated_at`;
+
+/** SQL of phones, sends, OTP codes and promo opt-outs. */
+export function messagingStore(db: Db) {
+  return {
+    appName: (appId: string) =>
+      db.oneFirst(sql.type(z.object({ name: z.string() }))`select name from apps where id = ${appId}`),
+
+    userOfPhone: (scope: Scope, phone: string) =>
+      db.maybeOneFirst(sql.type(z.object({ user_id: z.string() }))`
+        select user_id from user_phones where app_id = ${scope.appId} and mode = ${scope.mode} and phone = ${phone}`),
+
+    phoneOf: (scope: Scope, userId: string) =>
+      db.maybeOne(sql.type(PhoneRow)`
+        select ${phoneColumns} from user_phones
+        where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId}`),
+
+    /** Frees the phone from any other user of the app (the app's server moves it). */
+    releasePhone: (scope: Scope, phone: string, exceptUserId: string) =>
+      db.query(sql.unsafe`
+        delete from user_phones
+        where app_id = ${scope.appId} and mode = ${scope.mode} and phone = ${phone} and user_id <> ${exceptUserId}`),
+
+    /** Sets the user's phone; a phone another user holds fails the unique constraint. */
+    setPhone: (scope: Scope, userId: string, phone: string, setBy: 'app' | 'user', at: Date) =>
+      db.one(sql.type(PhoneRow)`
+        insert into user_phones (app_id, mode, user_id, phone, set_by, updated_at)
+        values (${scope.appId}, ${scope.mode}, ${userId}, ${phone}, ${setBy}, ${sql.timestamp(at)})
+        on conflict (app_id, mode, user_id) do update
+          set phone = excluded.phone, set_by = excluded.set_by, updated_at = excluded.updated_at
+        returning ${phoneColumns}`),
+
+    deletePhone: async (scope: Scope, userId: string) =>
+      (
+        await db.query(sql.unsafe`
+          delete from user_phones where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId}`)
+      ).rowCount > 0,
+
+    /**
+     * Serializes the sends that share a limit (one recipient's, one sender's) until the transaction
+     * ends, so that two concurrent sends never both see room for one.
+     */
+    lockLimit: (scope: Scope, what: string) =>
+      db.query(sql.unsafe`
+        select pg_advisory_xact_lock(hashtextextended(${`messaging\t${scope.appId}\t${scope.mode}\t${what}`}, 0))`),
+
+    /** When each of the newest `limit` sends to a recipient within the window was made, newest first. */
+    recentToRecipient: (
+      scope: Scope,
+      kind: 'otp' | 'promo',
+      recipientKey: string,
+      since: Date,
+      limit: number,
+      sender?: string,
+    ) =>
+      db.anyFirst(sql.type(z.object({ created_at: z.date() }))`
+        select created_at from messages
+        where app_id = ${scope.appId} and mode = ${scope.mode} and kind = ${kind}
+          and recipient_key = ${recipientKey} and created_at > ${sql.timestamp(since)}
+          ${sender === undefined ? sql.fragment`` : sql.fragment`and sender = ${sender}`}
+        order by created_at desc limit ${limit}`),
+
+    /** When each of the newest `limit` promos of a sender within the window was made, newest first. */
+    recentFromSender: (scope: Scope, sender: string, since: Date, limit: number) =>
+      db.anyFirst(sql.type(z.object({ created_at: z.date() }))`
+        select created_at from messages
+        where app_id = ${scope.appId} and mode = ${scope.mode} and kind = 'promo'
+          and sender = ${sender} and created_at > ${sql.timestamp(since)}
+        order by created_at desc limit ${limit}`),
+
+    recordSend: (
+      scope: Scope,
+      send: {
+        id: string;
+        kind: 'otp' | 'promo';
+        sender: string;
+        recipient: string;
+        recipientKey: string;
+        userId: string | null;
+        channel: 'in_app' | 'account' | 'profile';
+        delivered: boolean;
+        reason: string | null;
+        at: Date;
+      },
+    ) =>
+      db.query(sql.unsafe`
+        insert into messages (id, app_id, mode, kind, sender, recipient, recipient_key, user_id, channel,
+                              delivered, reason, created_at)
+        values (${send.id}, ${scope.appId}, ${scope.mode}, ${send.kind}, ${send.sender}, ${send.recipient},
+                ${send.recipientKey}, ${send.userId}, ${send.channel}, ${send.delivered}, ${send.reason},
+                ${sql.timestamp(send.at)})`),
+
+    /** The recipient's live code, replacing any earlier one. */
+    putCode: (scope: Scope, recipient: string, messageId: string, codeHash: Buffer, expiresAt: Date) =>
+      db.query(sql.unsafe`
+        insert into otp_codes (app_id, mode, recipient, message_id, code_hash, expires_at)
+        values (${scope.appId}, ${scope.mode}, ${recipient}, ${messageId}, ${sql.binary(codeHash)},
+                ${sql.timestamp(expiresAt)})
+        on conflict (app_id, mode, recipient) do update
+          set message_id = excluded.message_id, code_hash = excluded.code_hash,
+              expires_at = excluded.expires_at, failed_attempts = 0`),
+
+    /** The recipient's code, locked until the transaction ends (one verification at a time). */
+    lockedCode: (scope: Scope, recipient: string) =>
+      db.maybeOne(sql.type(CodeRow)`
+        select message_id, code_hash, expires_at, failed_attempts from otp_codes
+        where app_id = ${scope.appId} and mode = ${scope.mode} and recipient = ${recipient}
+        for update`),
+
+    endCode: (scope: Scope, recipient: string) =>
+      db.query(sql.unsafe`
+        delete from otp_codes where app_id = ${scope.appId} and mode = ${scope.mode} and recipient = ${recipient}`),
+
+    countFailure: (scope: Scope, recipient: string) =>
+      db.query(sql.unsafe`
+        update otp_codes set failed_attempts = failed_attempts + 1
+        where app_id = ${scope.appId} and mode = ${scope.mode} and recipient = ${recipient}`),
+
+    /** Notes the first arrival of a send at a client; null when unknown or already noted. */
+    markArrived: (messageId: string, at: Date) =>
+      db.maybeOne(sql.type(SentMessageRow)`
+        update messages set arrived_at = ${sql.timestamp(at)}
+        where id = ${messageId} and arrived_at is null
+        returning app_id, mode, kind, recipient, user_id, sender`),
+
+    isOptedOut: (scope: Scope, userId: string, sender: string) =>
+      db.exists(sql.type(z.object({ exists: z.boolean() }))`
+        select 1 from promo_opt_outs
+        where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId} and sender = ${sender}`),
+
+    optOut: (scope: Scope, userId: string, sender: string, source: 'chat' | 'api', at: Date) =>
+      db.query(sql.unsafe`
+        insert into promo_opt_outs (app_id, mode, user_id, sender, source, created_at)
+        values (${scope.appId}, ${scope.mode}, ${userId}, ${sender}, ${source}, ${sql.timestamp(at)})
+        on conflict do nothing`),
+
+    optIn: async (scope: Scope, userId: string, sender: string) =>
+      (
+        await db.query(sql.unsafe`
+          delete from promo_opt_outs
+          where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId} and sender = ${sender}`)
+      ).rowCount > 0,
+
+    /** A user's opt-outs newest first, with the username of each profile sender. */
+    optOuts: (scope: Scope, userId: string, limit: number, after?: Position) =>
+      db.any(sql.type(OptOutRow)`
+        select o.sender, p.username, o.source, o.created_at
+        from promo_opt_outs o
+        left join profiles p
+          on o.sender like 'profile:%' and p.app_id = o.app_id and p.mode = o.mode
+             and p.user_id = substr(o.sender, 9)
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.user_id = ${userId}
+          ${
+            after
+              ? sql.fragment`and (o.created_at, o.sender) < (${sql.timestamp(after.createdAt)}, ${after.id})`
+              : sql.fragment``
+          }
+        order by o.created_at desc, o.sender desc
+        limit ${limit + 1}`),
+
+    /** Sends made before `before` (limits read a day of them), with their codes; at most `limit`. */
+    pruneSends: (before: Date, limit: number) =>
+      db.oneFirst(sql.type(Count)`
+        with gone as (
+          delete from messages where ctid in (
+            select ctid from messages where created_at < ${sql.timestamp(before)} limit ${limit})
+          returning 1
+        )
+        select count(*)::int as count from gone`),
+
+    /** Codes past their five minutes that nobody tried again; at most `limit`. */
+    pruneCodes: (now: Date, limit: number) =>
+      db.oneFirst(sql.type(Count)`
+        with gone as (
+          delete from otp_codes where ctid in (
+            select ctid from otp_codes where expires_at <= ${sql.timestamp(now)} limit ${limit})
+          returning 1
+        )
+        select count(*)::int as count from gone`),
+
+    /** A profile's user id by username (any case), or null. */
+    profileUserId: (scope: Scope, username: string) =>
+      db.maybeOneFirst(sql.type(z.object({ user_id: z.string() }))`
+        select user_id from profiles
+        where app_id = ${scope.appId} and mode = ${scope.mode} and lower(username) = lower(${username})`),
+
+    /** A profile's username by user id, or null. */
+    profileUsername: (scope: Scope, userId: string) =>
+      db.maybeOneFirst(sql.type(z.object({ username: z.string() }))`
+        select username from profiles
+        where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId}`),
+  };
+}
