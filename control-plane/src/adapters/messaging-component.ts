@@ -1,7 +1,6 @@
 /// <reference path="./xmpp-component.d.ts" />
 import { randomUUID } from 'node:crypto';
 import { component, type XmlElement, xml } from '@xmpp/component';
-import type { InvalidationBus } from '../platform/cache.js';
 import { UpstreamError } from '../platform/errors.js';
 
 /**
@@ -52,12 +51,18 @@ export interface ArrivalNotice {
   to: string;
 }
 
+/** Tells every control-plane process something (the platform's invalidation bus fits). */
+export interface Relay {
+  publish(topic: string, key: string | null): Promise<void>;
+  subscribe(topic: string, listener: (key: string | null) => void): void;
+}
+
 export interface MessagingComponentOptions {
   url: string;
   domain: string;
   secret: string;
   chatDomain: string;
-  bus: InvalidationBus;
+  bus: Relay;
   onError: (error: unknown) => void;
   /** How long a delivery waits for the connection to be (re)established (default 10 s). */
   connectWaitMs?: number;
