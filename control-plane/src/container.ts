@@ -159,6 +159,7 @@ export async function createContainer(
     outbox,
     cursors,
     realtime,
+    social,
     onError,
     component: createMessagingComponent({
       url: settings.SVC_MESSAGING_COMPONENT_URL,

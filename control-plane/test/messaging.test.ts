@@ -44,6 +44,12 @@ async function customer(options: { mode?: 'test' | 'live'; balanceMicros?: numbe
 
 const marked = (purpose: string) => (stanza: Element) =>
   stanza.is('message') && stanza.getChild('svc', NS)?.attrs.purpose === purpose;
+/** Settles 'nothing' unless a message of the purpose arrives within 1.5 s. */
+const arrivals = (session: ChatSession, purpose: string) =>
+  session.next(marked(purpose), 1_500).then(
+    () => 'arrived',
+    () => 'nothing',
+  );
 const codeIn = (stanza: Element) => /\b(\d{6})\b/.exec(stanza.getChildText('body') ?? '')![1]!;
 
 describe('POST /v1/otp/send and /v1/otp/verify', () => {
@@ -214,10 +220,7 @@ describe('POST /v1/otp/send and /v1/otp/verify', () => {
         xml('block', { xmlns: 'urn:xmpp:blocking' }, xml('item', { jid: `${prefix}.app@notify.chat.local` })),
       ),
     );
-    const arriving = gus.next(marked('otp'), 1_500).then(
-      () => 'arrived',
-      () => 'nothing',
-    );
+    const arriving = arrivals(gus, 'otp');
     expect((await app.call('POST', '/v1/otp/send', { to: 'gus' })).json()).toMatchObject({
       delivered: false,
       reason: 'blocked',
@@ -261,10 +264,7 @@ describe('POST /v1/promo/send', () => {
     });
 
     ctx.clock.advance(24 * 60 * MINUTE);
-    const silent = hal.next(marked('promo'), 1_500).then(
-      () => 'arrived',
-      () => 'nothing',
-    );
+    const silent = arrivals(hal, 'promo');
     expect(
       (await app.call('POST', '/v1/promo/send', { to: 'hal', text: 'Last chance' })).json(),
     ).toMatchObject({

@@ -13,6 +13,7 @@ import type { Outbox } from '../../platform/outbox.js';
 import { pruneInBatches } from '../../platform/pruning.js';
 import { inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { RealtimeService } from '../realtime/service.js';
+import type { SocialService } from '../social/service.js';
 import {
   DEFAULT_OTP_TEMPLATE,
   E164_PATTERN,
@@ -56,17 +57,38 @@ const phoneTaken = () =>
     code: 'PHONE_TAKEN',
   });
 
-function rateLimited(
-  what: string,
+/** Refuses a send past a limit: 429 with the seconds until the limit-th newest send leaves the window. */
+function checkLimit(
   newestFirst: readonly Date[],
-  limit: number,
-  windowSeconds: number,
+  limit: { limit: number; windowSeconds: number },
+  what: string,
   now: Date,
 ) {
-  // The send that must leave the window before there is room again: the limit-th newest.
-  const oldest = newestFirst[limit - 1]!;
-  const retryAfter = Math.max(1, Math.ceil((oldest.getTime() + windowSeconds * 1000 - now.getTime()) / 1000));
-  return errors.rateLimited(what, retryAfter);
+  if (newestFirst.length < limit.limit) return;
+  const oldest = newestFirst[limit.limit - 1]!;
+  const retryAfter = Math.max(
+    1,
+    Math.ceil((oldest.getTime() + limit.windowSeconds * 1000 - now.getTime()) / 1000),
+  );
+  throw errors.rateLimited(what, retryAfter);
+}
+
+/**
+ * Whether `to` is a phone number (anything that begins with "+" and a digit); a 422 naming `to` when
+ * it is neither valid E.164 nor a user id.
+ */
+function isPhone(to: string, otherwise: string): boolean {
+  if (PHONE_LIKE.test(to)) {
+    if (!E164.test(to))
+      throw errors.invalidField(
+        'body',
+        'to',
+        'a phone number must be E.164: "+", a country code not starting with 0, at most 15 digits',
+      );
+    return true;
+  }
+  if (!isExternalId(to)) throw errors.invalidField('body', 'to', otherwise);
+  return false;
 }
 
 export interface MessagingSettings {
@@ -81,6 +103,7 @@ export function createMessagingService(deps: {
   outbox: Outbox;
   cursors: Cursors;
   realtime: RealtimeService;
+  social: SocialService;
   component: MessagingComponent;
   settings: MessagingSettings;
   onError: (error: unknown) => void;
@@ -89,36 +112,11 @@ export function createMessagingService(deps: {
     createHmac('sha256', deps.settings.codeKey).update(`${messageId}\0${code}`).digest();
 
   /** Who `to` is: the user (directly, or by the phone they registered), and whom the limits count. */
-  async function resolveRecipient(db: Transaction | DatabasePool, scope: Scope, to: string) {
-    if (PHONE_LIKE.test(to)) {
-      if (!E164.test(to))
-        throw errors.invalidField(
-          'body',
-          'to',
-          'a phone number must be E.164: "+", a country code not starting with 0, at most 15 digits',
-        );
-      const userId = await messagingStore(db).userOfPhone(scope, to);
-      return { userId, recipientKey: userId === null ? `phone:${to}` : `user:${userId}` };
-    }
-    if (!isExternalId(to))
-      throw errors.invalidField(
-        'body',
-        'to',
-        'must be a profile id (the app’s user id) or an E.164 phone number',
-      );
-    return { userId: to as string | null, recipientKey: `user:${to}` };
-  }
-
-  /** Refuses a send past a limit (429 with the seconds until there is room). */
-  async function checkLimit(
-    sends: Promise<readonly Date[]>,
-    limit: { limit: number; windowSeconds: number },
-    what: string,
-    now: Date,
-  ) {
-    const newestFirst = await sends;
-    if (newestFirst.length >= limit.limit)
-      throw rateLimited(what, newestFirst, limit.limit, limit.windowSeconds, now);
+  async function resolveRecipient(db: Transaction, scope: Scope, to: string) {
+    if (!isPhone(to, 'must be a profile id (the app’s user id) or an E.164 phone number'))
+      return { userId: to as string | null, recipientKey: `user:${to}` };
+    const userId = await messagingStore(db).userOfPhone(scope, to);
+    return { userId, recipientKey: userId === null ? `phone:${to}` : `user:${userId}` };
   }
 
   const since = (now: Date, windowSeconds: number) => new Date(now.getTime() - windowSeconds * 1000);
@@ -251,12 +249,8 @@ export function createMessagingService(deps: {
   /** The stored sender a path names: `account`, or `@username` of an existing profile (404 otherwise). */
   async function senderKey(tx: Transaction, user: UserPrincipal, sender: string) {
     if (sender === 'account') return ACCOUNT_SENDER;
-    const profileId = await messagingStore(tx).profileUserId(phoneScope(user), sender.slice(1));
-    if (profileId === null) throw errors.notFound('Profile');
-    return profileSender(profileId);
+    return profileSender((await deps.social.profileNamed(user, sender.slice(1), tx)).user_id);
   }
-
-  const phoneScope = (principal: Principal) => ({ appId: principal.appId, mode: principal.mode });
 
   return {
     start: () => deps.component.start(),
@@ -266,22 +260,20 @@ export function createMessagingService(deps: {
       const template = input.template ?? DEFAULT_OTP_TEMPLATE;
       if (!template.includes('{code}'))
         throw errors.invalidField('body', 'template', 'must contain {code}, where the code goes');
-      const scope = phoneScope(principal);
       const store = messagingStore(tx);
-      const recipient = await resolveRecipient(tx, scope, input.to);
-      await store.lockLimit(scope, `otp\t${recipient.recipientKey}`);
+      const recipient = await resolveRecipient(tx, principal, input.to);
+      await store.lockLimit(principal, `otp\t${recipient.recipientKey}`);
       const now = deps.clock.now();
       const { otpPerRecipientDay: day, otpPerRecipientShort: short } = MESSAGING_LIMITS;
-      const sends = await store.recentToRecipient(
-        scope,
-        'otp',
-        recipient.recipientKey,
+      const sends = await store.recentSends(
+        principal,
+        { kind: 'otp', recipientKey: recipient.recipientKey },
         since(now, day.windowSeconds),
         day.limit,
       );
-      await checkLimit(Promise.resolve(sends), day, `At most ${day.limit} codes a day to one recipient`, now);
-      await checkLimit(
-        Promise.resolve(sends.filter((at) => at > since(now, short.windowSeconds))),
+      checkLimit(sends, day, `At most ${day.limit} codes a day to one recipient`, now);
+      checkLimit(
+        sends.filter((at) => at > since(now, short.windowSeconds)),
         short,
         `At most ${short.limit} codes in 10 minutes to one recipient`,
         now,
@@ -296,7 +288,8 @@ export function createMessagingService(deps: {
       if (recipient.userId !== null) {
         const settings = await deps.realtime.ensure(principal);
         const code = String(randomInt(0, 10 ** OTP_DIGITS)).padStart(OTP_DIGITS, '0');
-        const appName = await store.appName(scope.appId);
+        // The app's name is read only when the template shows it.
+        const appName = template.includes('{app}') ? await store.appName(principal.appId) : '';
         // One pass, so that a {code} inside the app's name is not filled in as well.
         const body = template.replace(/\{(code|app)\}/g, (_match, name: string) =>
           name === 'code' ? code : appName,
@@ -314,7 +307,7 @@ export function createMessagingService(deps: {
         );
         codeHash = outcome.delivered ? hashCode(id, code) : null;
       }
-      await store.recordSend(scope, {
+      await store.recordSend(principal, {
         id,
         kind: 'otp',
         sender: ACCOUNT_SENDER,
@@ -326,7 +319,7 @@ export function createMessagingService(deps: {
         at: now,
       });
       // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
-      if (codeHash) await store.putCode(scope, input.to, id, codeHash, expiresAt);
+      if (codeHash) await store.putCode(principal, input.to, id, codeHash, expiresAt);
       return {
         id,
         status: 'sent' as const,
@@ -339,29 +332,23 @@ export function createMessagingService(deps: {
 
     /** True once for the right code within its time; false for anything else, without saying why. */
     verifyOtp: async (principal: Principal, input: { to: string; code: string }) => {
-      const scope = phoneScope(principal);
-      if (PHONE_LIKE.test(input.to) ? !E164.test(input.to) : !isExternalId(input.to))
-        throw errors.invalidField(
-          'body',
-          'to',
-          'must be the profile id or E.164 phone number the code was sent to',
-        );
+      isPhone(input.to, 'must be the profile id or E.164 phone number the code was sent to');
       return inTransaction(deps.pool, async (tx) => {
         const store = messagingStore(tx);
-        const live = await store.lockedCode(scope, input.to);
+        const live = await store.lockedCode(principal, input.to);
         // The hash is made whether or not there is a code: the answer takes as long either way.
         const presented = hashCode(live?.message_id ?? 'none', input.code);
         if (!live) return { verified: false };
         if (live.expires_at <= deps.clock.now()) {
-          await store.endCode(scope, input.to);
+          await store.endCode(principal, input.to);
           return { verified: false };
         }
         if (timingSafeEqual(presented, live.code_hash)) {
-          await store.endCode(scope, input.to);
+          await store.endCode(principal, input.to);
           return { verified: true };
         }
-        if (live.failed_attempts + 1 >= OTP_MAX_FAILURES) await store.endCode(scope, input.to);
-        else await store.countFailure(scope, input.to);
+        if (live.failed_attempts + 1 >= OTP_MAX_FAILURES) await store.endCode(principal, input.to);
+        else await store.countFailure(principal, input.to);
         return { verified: false };
       });
     },
@@ -376,34 +363,36 @@ export function createMessagingService(deps: {
         throw errors.invalidField('body', 'from', 'is required with via profile: the sending profile’s id');
       if (via === 'account' && input.from !== undefined)
         throw errors.invalidField('body', 'from', 'is only for via profile');
-      const scope = phoneScope(principal);
       const store = messagingStore(tx);
       let username: string | null = null;
       if (input.from !== undefined) {
-        username = await store.profileUsername(scope, input.from);
-        if (username === null) throw errors.notFound('Profile');
+        const sending = { ...principal, userId: input.from };
+        username = (await deps.social.ownProfile(sending, tx, () => errors.notFound('Profile'))).username;
       }
       const sender = input.from === undefined ? ACCOUNT_SENDER : profileSender(input.from);
-      const recipient = await resolveRecipient(tx, scope, input.to);
+      const recipient = await resolveRecipient(tx, principal, input.to);
       // Always the sender's lock first, then the recipient's: no two sends wait for each other in a circle.
-      await store.lockLimit(scope, `promo\t${sender}`);
-      await store.lockLimit(scope, `promo\t${recipient.recipientKey}`);
+      await store.lockLimit(principal, `promo\t${sender}`);
+      await store.lockLimit(principal, `promo\t${recipient.recipientKey}`);
       const now = deps.clock.now();
       const { promoPerSender: perSender, promoPerRecipientFromSender: perRecipient } = MESSAGING_LIMITS;
-      await checkLimit(
-        store.recentFromSender(scope, sender, since(now, perSender.windowSeconds), perSender.limit),
+      checkLimit(
+        await store.recentSends(
+          principal,
+          { kind: 'promo', sender },
+          since(now, perSender.windowSeconds),
+          perSender.limit,
+        ),
         perSender,
         `At most ${perSender.limit} promos a day from one sender`,
         now,
       );
-      await checkLimit(
-        store.recentToRecipient(
-          scope,
-          'promo',
-          recipient.recipientKey,
+      checkLimit(
+        await store.recentSends(
+          principal,
+          { kind: 'promo', recipientKey: recipient.recipientKey, sender },
           since(now, perRecipient.windowSeconds),
           perRecipient.limit,
-          sender,
         ),
         perRecipient,
         `At most ${perRecipient.limit} promo a day to one recipient from the same sender`,
@@ -415,7 +404,7 @@ export function createMessagingService(deps: {
         reason: 'unknown_phone',
       };
       if (recipient.userId !== null) {
-        if (await store.isOptedOut(scope, recipient.userId, sender)) {
+        if (await store.isOptedOut(principal, recipient.userId, sender)) {
           outcome = { delivered: false, reason: 'opted_out' };
         } else {
           const settings = await deps.realtime.ensure(principal);
@@ -440,7 +429,7 @@ export function createMessagingService(deps: {
           );
         }
       }
-      await store.recordSend(scope, {
+      await store.recordSend(principal, {
         id,
         kind: 'promo',
         sender,
@@ -475,7 +464,7 @@ export function createMessagingService(deps: {
     // ----- phones ---------------------------------------------------------------------------------
 
     getPhone: async (principal: Principal, userId: string) => {
-      const row = await messagingStore(deps.pool).phoneOf(phoneScope(principal), userId);
+      const row = await messagingStore(deps.pool).phoneOf(principal, userId);
       if (!row) throw errors.notFound('Phone');
       return presentPhone(row);
     },
@@ -483,17 +472,15 @@ export function createMessagingService(deps: {
     /** The app's server sets a user's phone, taking it from any other user of the app. */
     setPhoneByApp: async (principal: Principal, userId: string, phone: string, tx: Transaction) => {
       const store = messagingStore(tx);
-      await store.releasePhone(phoneScope(principal), phone, userId);
-      return presentPhone(
-        await store.setPhone(phoneScope(principal), userId, phone, 'app', deps.clock.now()),
-      );
+      await store.releasePhone(principal, phone, userId);
+      return presentPhone(await store.setPhone(principal, userId, phone, 'app', deps.clock.now()));
     },
 
     /** A user claims a phone for themselves: 409 when another user holds it. */
     setPhoneByUser: async (user: UserPrincipal, phone: string, tx: Transaction) => {
       try {
         return presentPhone(
-          await messagingStore(tx).setPhone(phoneScope(user), user.userId, phone, 'user', deps.clock.now()),
+          await messagingStore(tx).setPhone(user, user.userId, phone, 'user', deps.clock.now()),
         );
       } catch (error) {
         if (error instanceof UniqueIntegrityConstraintViolationError) throw phoneTaken();
@@ -502,8 +489,7 @@ export function createMessagingService(deps: {
     },
 
     deletePhone: async (principal: Principal, userId: string, tx: Transaction) => {
-      if (!(await messagingStore(tx).deletePhone(phoneScope(principal), userId)))
-        throw errors.notFound('Phone');
+      if (!(await messagingStore(tx).deletePhone(principal, userId))) throw errors.notFound('Phone');
       return { ok: true as const, id: userId };
     },
 
@@ -511,7 +497,7 @@ export function createMessagingService(deps: {
 
     optOuts: async (user: UserPrincipal, query: { limit: number; cursor?: string }) => {
       const after = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
-      const rows = await messagingStore(deps.pool).optOuts(phoneScope(user), user.userId, query.limit, after);
+      const rows = await messagingStore(deps.pool).optOuts(user, user.userId, query.limit, after);
       return deps.cursors.page(
         rows.map((row) => ({ ...row, id: row.sender })),
         query.limit,
@@ -526,20 +512,13 @@ export function createMessagingService(deps: {
 
     optOut: async (user: UserPrincipal, sender: string, tx: Transaction) => {
       const now = deps.clock.now();
-      await messagingStore(tx).optOut(
-        phoneScope(user),
-        user.userId,
-        await senderKey(tx, user, sender),
-        'api',
-        now,
-      );
+      await messagingStore(tx).optOut(user, user.userId, await senderKey(tx, user, sender), 'api', now);
       return { sender, source: 'api' as const, created_at: now.toISOString() };
     },
 
     optIn: async (user: UserPrincipal, sender: string, tx: Transaction) => {
       const key = await senderKey(tx, user, sender);
-      if (!(await messagingStore(tx).optIn(phoneScope(user), user.userId, key)))
-        throw errors.notFound('Opt-out');
+      if (!(await messagingStore(tx).optIn(user, user.userId, key))) throw errors.notFound('Opt-out');
       return { ok: true as const, id: sender };
     },
   };

@@ -58,28 +58,22 @@ export function messagingStore(db: Db) {
       db.query(sql.unsafe`
         select pg_advisory_xact_lock(hashtextextended(${`messaging\t${scope.appId}\t${scope.mode}\t${what}`}, 0))`),
 
-    /** When each of the newest `limit` sends to a recipient within the window was made, newest first. */
-    recentToRecipient: (
+    /**
+     * When each of the newest `limit` sends of a kind within the window was made, newest first: to one
+     * recipient, from one sender, or both.
+     */
+    recentSends: (
       scope: Scope,
-      kind: 'otp' | 'promo',
-      recipientKey: string,
+      sends: { kind: 'otp' | 'promo'; recipientKey?: string; sender?: string },
       since: Date,
       limit: number,
-      sender?: string,
     ) =>
       db.anyFirst(sql.type(z.object({ created_at: z.date() }))`
         select created_at from messages
-        where app_id = ${scope.appId} and mode = ${scope.mode} and kind = ${kind}
-          and recipient_key = ${recipientKey} and created_at > ${sql.timestamp(since)}
-          ${sender === undefined ? sql.fragment`` : sql.fragment`and sender = ${sender}`}
-        order by created_at desc limit ${limit}`),
-
-    /** When each of the newest `limit` promos of a sender within the window was made, newest first. */
-    recentFromSender: (scope: Scope, sender: string, since: Date, limit: number) =>
-      db.anyFirst(sql.type(z.object({ created_at: z.date() }))`
-        select created_at from messages
-        where app_id = ${scope.appId} and mode = ${scope.mode} and kind = 'promo'
-          and sender = ${sender} and created_at > ${sql.timestamp(since)}
+        where app_id = ${scope.appId} and mode = ${scope.mode} and kind = ${sends.kind}
+          and created_at > ${sql.timestamp(since)}
+          ${sends.recipientKey === undefined ? sql.fragment`` : sql.fragment`and recipient_key = ${sends.recipientKey}`}
+          ${sends.sender === undefined ? sql.fragment`` : sql.fragment`and sender = ${sends.sender}`}
         order by created_at desc limit ${limit}`),
 
     recordSend: (
@@ -191,17 +185,5 @@ export function messagingStore(db: Db) {
           returning 1
         )
         select count(*)::int as count from gone`),
-
-    /** A profile's user id by username (any case), or null. */
-    profileUserId: (scope: Scope, username: string) =>
-      db.maybeOneFirst(sql.type(z.object({ user_id: z.string() }))`
-        select user_id from profiles
-        where app_id = ${scope.appId} and mode = ${scope.mode} and lower(username) = lower(${username})`),
-
-    /** A profile's username by user id, or null. */
-    profileUsername: (scope: Scope, userId: string) =>
-      db.maybeOneFirst(sql.type(z.object({ username: z.string() }))`
-        select username from profiles
-        where app_id = ${scope.appId} and mode = ${scope.mode} and user_id = ${userId}`),
   };
 }
