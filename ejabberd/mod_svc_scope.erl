@@ -262,21 +262,36 @@ process_delivery(#iq{type = set, from = #jid{lserver = Sender}, to = #jid{lserve
                      sub_els = [#xmlel{name = <<"deliver">>} = Deliver]} = IQ) ->
     case messaging_host(LServer) of
         Sender ->
-            try delivery(LServer, Sender, Deliver) of
-                Status ->
-                    xmpp:make_iq_result(IQ, #xmlel{name = <<"delivery">>,
-                                                   attrs = [{<<"xmlns">>, ?NS_MESSAGING},
-                                                            {<<"status">>, Status}]})
-            catch
-                throw:{bad_request, Text} ->
-                    xmpp:make_error(IQ, xmpp:err_bad_request(Text, xmpp:get_lang(IQ)))
-            end;
+            %% An IQ handler runs in the process of the connection that sent the IQ: the component's.
+            %% Each delivery waits on the account check (external auth, a round trip to the control
+            %% plane), so there they would queue one behind another; the control plane sends to one
+            %% recipient one delivery at a time (its per-recipient limit lock), so their order holds.
+            %% The answer goes straight back to that connection: the router would hand it to any
+            %% control plane connected for the messaging host.
+            Connection = self(),
+            spawn(fun() -> Connection ! {route, answer_delivery(IQ, LServer, Sender, Deliver)} end),
+            ignore;
         _ ->
             xmpp:make_error(IQ, xmpp:err_forbidden(<<"Only the messaging component delivers">>,
                                                    xmpp:get_lang(IQ)))
     end;
 process_delivery(IQ) ->
     xmpp:make_error(IQ, xmpp:err_bad_request(<<"Expected a deliver set">>, xmpp:get_lang(IQ))).
+
+answer_delivery(IQ, LServer, Sender, Deliver) ->
+    try delivery(LServer, Sender, Deliver) of
+        Status ->
+            xmpp:make_iq_result(IQ, #xmlel{name = <<"delivery">>,
+                                           attrs = [{<<"xmlns">>, ?NS_MESSAGING},
+                                                    {<<"status">>, Status}]})
+    catch
+        throw:{bad_request, Text} ->
+            xmpp:make_error(IQ, xmpp:err_bad_request(Text, xmpp:get_lang(IQ)));
+        Class:Reason:St ->
+            ?ERROR_MSG("Failed to deliver ~ts:~n~ts",
+                       [xmpp:pp(IQ), misc:format_exception(2, Class, Reason, St)]),
+            xmpp:make_error(IQ, xmpp:err_internal_server_error())
+    end.
 
 %% gen_iq_handler decodes an IQ's child with the xmpp codec unless the module does it: ours is not
 %% the codec's, so it stays the element it is.
@@ -306,7 +321,10 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
     lists:all(fun(J) -> scope_of(J) == Recipient end, Senders) orelse
         throw({bad_request, <<"Addresses of another app are out of reach">>}),
     #jid{luser = LUser} = To,
-    case ejabberd_auth:user_exists(LUser, LServer) of
+    %% A signed-in account exists: the account check (external auth, a round trip to the control
+    %% plane) is left for a recipient who is not online.
+    Online = [P || {P, _} <- ejabberd_sm:get_user_present_resources(LUser, LServer), P >= 0] /= [],
+    case Online orelse ejabberd_auth:user_exists(LUser, LServer) of
         false ->
             <<"no-account">>;
         true ->
@@ -316,7 +334,7 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
                       end,
             case lists:all(Allowed, Senders) of
                 false -> <<"blocked">>;
-                true -> hand_over(Msg, LUser, LServer)
+                true -> hand_over(Msg, Online, LServer)
             end
     end.
 
@@ -331,24 +349,25 @@ scope_of(#jid{luser = <<>>}) -> none;
 scope_of(#jid{luser = LUser}) -> scope(LUser).
 
 %% As ejabberd_sm routes a message to a bare JID: to the available sessions, or else to the offline
-%% store, whose answer is kept here rather than bounced unseen.
-hand_over(Msg, LUser, LServer) ->
-    case [P || {P, _} <- ejabberd_sm:get_user_present_resources(LUser, LServer), P >= 0] of
-        [] ->
-            case ejabberd_hooks:run_fold(offline_message_hook, LServer, {bounce, Msg}, []) of
-                {offlined, _} -> <<"stored">>;
-                _ -> <<"refused">>
-            end;
-        _ ->
-            ejabberd_router:route(Msg),
-            <<"online">>
+%% store, whose answer is kept here rather than bounced unseen. (A session that ends meanwhile leaves
+%% the routed message to ejabberd_sm, which stores it offline too.)
+hand_over(Msg, true, _LServer) ->
+    %% The answer says it arrived: the notice is for messages read later from offline storage.
+    ejabberd_router:route(xmpp:put_meta(Msg, svc_answered_online, true)),
+    <<"online">>;
+hand_over(Msg, false, LServer) ->
+    case ejabberd_hooks:run_fold(offline_message_hook, LServer, {bounce, Msg}, []) of
+        {offlined, _} -> <<"stored">>;
+        _ -> <<"refused">>
     end.
 
-%% A component message marked as the bundle's (<svc xmlns='urn:svc:messaging:0'/>) reached a client:
-%% the component is told, with the message's id, whether it went out at once or from offline storage.
+%% A component message marked as the bundle's (<svc xmlns='urn:svc:messaging:0'/>) reached a client
+%% from offline storage (or was routed to a session that ended meanwhile): the component is told, with
+%% the message's id. One handed to an online session was answered as such (the meta flag is not stored).
 user_receive_packet({#message{type = Type, from = #jid{lserver = From}, id = Id} = Msg,
                      #{lserver := LServer, jid := Client}} = Acc) when Type /= error ->
-    case messaging_host(LServer) == From andalso is_marked(Msg) of
+    case messaging_host(LServer) == From andalso is_marked(Msg)
+        andalso not xmpp:get_meta(Msg, svc_answered_online, false) of
         true ->
             Notice = #xmlel{name = <<"delivered">>,
                             attrs = [{<<"xmlns">>, ?NS_MESSAGING}, {<<"id">>, Id},

@@ -166,7 +166,6 @@ export async function createContainer(
       domain: settings.SVC_MESSAGING_DOMAIN,
       secret: settings.SVC_MESSAGING_COMPONENT_SECRET,
       chatDomain: settings.SVC_CHAT_DOMAIN,
-      bus,
       onError,
     }),
     settings: {

@@ -111,6 +111,28 @@ describe('POST /v1/otp/send and /v1/otp/verify', () => {
     expect(JSON.stringify(event)).not.toContain(code);
   });
 
+  it('emits otp.delivered for a stored code only when a login reads it', async () => {
+    const app = await customer();
+    await app.call('POST', '/v1/webhooks', { url: receiver.url, event_types: ['otp.delivered'] });
+    const credential = await app.user('dora');
+    const sent = (await app.call('POST', '/v1/otp/send', { to: 'dora' })).json();
+    expect(sent).toMatchObject({ delivered: true });
+    const arrivedAt = () =>
+      ctx.container.pool.oneFirst(
+        sql.type(
+          z.object({ arrived_at: z.date().nullable() }),
+        )`select arrived_at from messages where id = ${sent.id}`,
+      );
+    expect(await arrivedAt()).toBeNull();
+    const dora = await connect(credential);
+    sessions.push(dora);
+    await dora.next(marked('otp'));
+    const event = await eventFor(sent.id);
+    expect(event.data).toMatchObject({ id: sent.id, user_id: 'dora' });
+    // Noted by whichever connected control plane ejabberd told (the stack's runs on its own clock).
+    expect((await arrivedAt())?.toISOString()).toBe(event.data.delivered_at);
+  });
+
   it('ends a code after five wrong answers, and at the end of its five minutes', async () => {
     const app = await customer();
     const dan = await app.online('dan');

@@ -1,5 +1,4 @@
 /// <reference path="./xmpp-component.d.ts" />
-import { randomUUID } from 'node:crypto';
 import { component, type XmlElement, xml } from '@xmpp/component';
 import { UpstreamError } from '../platform/errors.js';
 
@@ -10,9 +9,8 @@ import { UpstreamError } from '../platform/errors.js';
  * and the server's notices of arrival come back as messages.
  *
  * Several control-plane processes may be connected at once (replicas, tests): ejabberd hands what it
- * routes to the domain to any one of them. Notices and replies are handled by whoever gets them (the
- * state is in PostgreSQL); an IQ answer that reaches another process is relayed to its sender through
- * the bus, since each IQ id names the process that is waiting for it.
+ * routes to the domain to any one of them, so notices and replies are handled by whoever gets them
+ * (the state is in PostgreSQL). A delivery's answer alone comes back to the connection that asked.
  */
 
 export const MESSAGING_NS = 'urn:svc:messaging:0';
@@ -51,18 +49,11 @@ export interface ArrivalNotice {
   to: string;
 }
 
-/** Tells every control-plane process something (the platform's invalidation bus fits). */
-export interface Relay {
-  publish(topic: string, key: string | null): Promise<void>;
-  subscribe(topic: string, listener: (key: string | null) => void): void;
-}
-
 export interface MessagingComponentOptions {
   url: string;
   domain: string;
   secret: string;
   chatDomain: string;
-  bus: Relay;
   onError: (error: unknown) => void;
   /** How long a delivery waits for the connection to be (re)established (default 10 s). */
   connectWaitMs?: number;
@@ -70,14 +61,11 @@ export interface MessagingComponentOptions {
   answerTimeoutMs?: number;
 }
 
-/** The bus "cache" whose keys are relayed IQ answers: `<iq id> <outcome>`. */
-const RELAY = 'messaging-delivery';
 const RETRY_MS = [250, 500, 1000, 2000, 5000];
 
 export function createMessagingComponent(options: MessagingComponentOptions) {
   const connectWaitMs = options.connectWaitMs ?? 10_000;
   const answerTimeoutMs = options.answerTimeoutMs ?? 10_000;
-  const origin = randomUUID().replaceAll('-', '').slice(0, 12);
   const xmpp = component({ service: options.url, domain: options.domain, password: options.secret });
   // Reconnection is ours: the library's gives up after one failed attempt.
   xmpp.reconnect.stop();
@@ -89,20 +77,6 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
   let stopped = true;
   let attempt = 0;
   let retry: NodeJS.Timeout | undefined;
-
-  const settle = (id: string, outcome: string) => {
-    const resolve = pending.get(id);
-    if (resolve) {
-      pending.delete(id);
-      resolve(outcome);
-    }
-  };
-  options.bus.subscribe(RELAY, (key) => {
-    if (!key) return;
-    const space = key.indexOf(' ');
-    const [id, outcome] = [key.slice(0, space), key.slice(space + 1)];
-    if (id.startsWith(`${origin}-`)) settle(id, outcome);
-  });
 
   const connect = async () => {
     if (stopped || xmpp.status === 'online' || xmpp.status === 'connecting') return;
@@ -145,14 +119,14 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
       const error = iq.getChild('error');
       const condition = error?.children.find((child) => typeof child !== 'string' && child.name !== 'text');
       const text = error?.getChildText('text', 'urn:ietf:params:xml:ns:xmpp-stanzas') ?? '';
-      // No spaces: the relay's key is `<id> <outcome>`.
-      outcome = `error:${typeof condition === 'object' ? condition.name : 'unknown'}:${text.replaceAll(' ', '_')}`;
+      outcome = `error:${typeof condition === 'object' ? condition.name : 'unknown'}: ${text}`;
     } else {
       return;
     }
-    if (pending.has(id)) settle(id, outcome);
-    else if (/^[a-z0-9]{12}-\d+$/.test(id))
-      options.bus.publish(RELAY, `${id} ${outcome}`).catch(options.onError);
+    // An answer after its delivery gave up waiting finds nobody.
+    const resolve = pending.get(id);
+    pending.delete(id);
+    resolve?.(outcome);
   }
 
   function received(message: XmlElement) {
@@ -205,7 +179,7 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
     /** Hands a message to ejabberd for one account and answers what became of it. */
     deliver: async (delivery: Delivery): Promise<DeliveryStatus> => {
       await whenOnline();
-      const iqId = `${origin}-${++counter}`;
+      const iqId = `deliver-${++counter}`;
       const message = xml(
         'message',
         {

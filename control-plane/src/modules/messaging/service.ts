@@ -26,10 +26,15 @@ import { messagingStore } from './store.js';
 
 type Scope = { appId: string; mode: KeyMode };
 type Reason = 'unknown_phone' | 'no_chat_account' | 'blocked' | 'opted_out' | 'mailbox_full';
+/** What became of a send: `arrivedAt` once it reached a client's session. */
+type Outcome = { delivered: boolean; reason: Reason | null; arrivedAt: Date | null };
 
 /** Sends are kept this long: the limits read a day of them; the rest is an app's recent history. */
 const SEND_RETENTION_DAYS = 30;
-/** How long an arrival notice waits, each time, for its send to commit; the last try is after about 5 s. */
+/**
+ * How long an arrival notice waits, each time, for its send to commit; the last try is after about 5 s.
+ * (Only a message kept offline has a notice: it is read at a login, which may follow the send at once.)
+ */
 const ARRIVAL_RETRIES_MS = [50, 200, 750, 2_000, 2_000, 0];
 
 /** The app's own messaging identity: `<prefix>.app`; a profile's: `<prefix>.profile.<node of its id>`. */
@@ -121,12 +126,15 @@ export function createMessagingService(deps: {
 
   const since = (now: Date, windowSeconds: number) => new Date(now.getTime() - windowSeconds * 1000);
 
-  /** Hands one message to ejabberd; `delivered` false names why. */
+  /**
+   * Hands one message to ejabberd; `delivered` false names why. A message handed to an online session
+   * has arrived now (`arrivedAt`): ejabberd sends notices only for those read later from offline storage.
+   */
   async function deliver(
     chatPrefix: string,
     message: { id: string; identity: string; userId: string; body: string; marker: Record<string, string> },
     options: { onBehalfOf?: string; transient?: boolean } = {},
-  ): Promise<{ delivered: boolean; reason: Reason | null }> {
+  ): Promise<Outcome> {
     const status = await deps.component.deliver({
       id: message.id,
       from: `${chatPrefix}.${message.identity}`,
@@ -135,9 +143,9 @@ export function createMessagingService(deps: {
       marker: message.marker,
       ...options,
     });
-    return status === 'online' || status === 'stored'
-      ? { delivered: true, reason: null }
-      : { delivered: false, reason: REASONS[status] };
+    if (status === 'online') return { delivered: true, reason: null, arrivedAt: deps.clock.now() };
+    if (status === 'stored') return { delivered: true, reason: null, arrivedAt: null };
+    return { delivered: false, reason: REASONS[status], arrivedAt: null };
   }
 
   /** The sender a messaging identity's local part names (`account` or `profile:<id>`), or null. */
@@ -230,17 +238,35 @@ export function createMessagingService(deps: {
         const now = deps.clock.now();
         const sent = await messagingStore(tx).markArrived(notice.id, now);
         if (!sent) return false;
-        if (sent.kind !== 'otp') return true;
-        await deps.outbox.emit(tx, {
-          appId: sent.app_id,
-          mode: sent.mode,
-          type: 'otp.delivered',
-          data: { id: notice.id, to: sent.recipient, user_id: sent.user_id, delivered_at: now.toISOString() },
-        });
+        if (sent.kind === 'otp')
+          await otpDelivered(
+            tx,
+            { appId: sent.app_id, mode: sent.mode },
+            notice.id,
+            sent.recipient,
+            sent.user_id,
+            now,
+          );
         return true;
       },
       deps.onError,
     );
+  }
+
+  function otpDelivered(
+    tx: Transaction,
+    scope: Scope,
+    id: string,
+    to: string,
+    userId: string | null,
+    at: Date,
+  ) {
+    return deps.outbox.emit(tx, {
+      appId: scope.appId,
+      mode: scope.mode,
+      type: 'otp.delivered',
+      data: { id, to, user_id: userId, delivered_at: at.toISOString() },
+    });
   }
 
   deps.component.onInbound((message) => void receive(message).catch(deps.onError));
@@ -280,10 +306,7 @@ export function createMessagingService(deps: {
       );
       const id = newId('msg');
       const expiresAt = new Date(now.getTime() + OTP_VALIDITY_SECONDS * 1000);
-      let outcome: { delivered: boolean; reason: Reason | null } = {
-        delivered: false,
-        reason: 'unknown_phone',
-      };
+      let outcome: Outcome = { delivered: false, reason: 'unknown_phone', arrivedAt: null };
       let codeHash: Buffer | null = null;
       if (recipient.userId !== null) {
         const settings = await deps.realtime.ensure(principal);
@@ -320,6 +343,8 @@ export function createMessagingService(deps: {
       });
       // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
       if (codeHash) await store.putCode(principal, input.to, id, codeHash, expiresAt);
+      if (outcome.arrivedAt)
+        await otpDelivered(tx, principal, id, input.to, recipient.userId, outcome.arrivedAt);
       return {
         id,
         status: 'sent' as const,
@@ -399,13 +424,10 @@ export function createMessagingService(deps: {
         now,
       );
       const id = newId('msg');
-      let outcome: { delivered: boolean; reason: Reason | null } = {
-        delivered: false,
-        reason: 'unknown_phone',
-      };
+      let outcome: Outcome = { delivered: false, reason: 'unknown_phone', arrivedAt: null };
       if (recipient.userId !== null) {
         if (await store.isOptedOut(principal, recipient.userId, sender)) {
-          outcome = { delivered: false, reason: 'opted_out' };
+          outcome = { delivered: false, reason: 'opted_out', arrivedAt: null };
         } else {
           const settings = await deps.realtime.ensure(principal);
           outcome = await deliver(

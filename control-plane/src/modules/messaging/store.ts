@@ -88,15 +88,16 @@ export function messagingStore(db: Db) {
         channel: 'in_app' | 'account' | 'profile';
         delivered: boolean;
         reason: string | null;
+        arrivedAt: Date | null;
         at: Date;
       },
     ) =>
       db.query(sql.unsafe`
         insert into messages (id, app_id, mode, kind, sender, recipient, recipient_key, user_id, channel,
-                              delivered, reason, created_at)
+                              delivered, reason, arrived_at, created_at)
         values (${send.id}, ${scope.appId}, ${scope.mode}, ${send.kind}, ${send.sender}, ${send.recipient},
                 ${send.recipientKey}, ${send.userId}, ${send.channel}, ${send.delivered}, ${send.reason},
-                ${sql.timestamp(send.at)})`),
+                ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})`),
 
     /** The recipient's live code, replacing any earlier one. */
     putCode: (scope: Scope, recipient: string, messageId: string, codeHash: Buffer, expiresAt: Date) =>
