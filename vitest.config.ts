@@ -39,6 +39,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['control-plane/test/**/*.test.ts'],
+          exclude: ['control-plane/test/restarts/**'],
           globalSetup: ['control-plane/test/global-setup.ts'],
           env,
           testTimeout: 30_000,
@@ -52,6 +53,18 @@ export default defineConfig({
           env,
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      {
+        // Stops and starts the test stack's servers: only after every other project has finished.
+        test: {
+          name: 'restarts',
+          include: ['control-plane/test/restarts/**/*.test.ts'],
+          globalSetup: ['control-plane/test/global-setup.ts'],
+          sequence: { groupOrder: 1 },
+          env,
+          testTimeout: 120_000,
+          hookTimeout: 30_000,
         },
       },
     ],

@@ -1,0 +1,70 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { Element } from '@xmpp/xml';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type ChatSession, connect } from '../../../e2e/support/xmpp.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext } from '../support.js';
+
+// Runs after every other test file (its project's group order is last): it stops the test stack's
+// ejabberd and starts it again, which every other chat test would feel.
+
+const run = promisify(execFile);
+const ROOT = new URL('../../../', import.meta.url);
+const STOPPING_AND_STARTING_MS = 120_000;
+
+async function restartEjabberd(): Promise<void> {
+  for (const command of ['down', 'up'])
+    await run('node', ['infra/bootstrap.mjs', command, '--profile', 'test', '--only', 'ejabberd'], {
+      cwd: ROOT,
+      env: process.env,
+    });
+}
+
+let ctx: TestContext;
+const sessions: ChatSession[] = [];
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await Promise.all(sessions.map((session) => session.stop()));
+  await ctx.close();
+});
+
+const isOtp = (stanza: Element) =>
+  stanza.is('message') && stanza.getChild('svc', 'urn:svc:messaging:0')?.attrs.purpose === 'otp';
+const codeIn = (stanza: Element) => /\b(\d{6})\b/.exec(stanza.getChildText('body') ?? '')![1]!;
+
+it(
+  'keeps a stored code and delivers the next send after ejabberd is stopped and started again',
+  async () => {
+    const made = await createCustomer(ctx.container);
+    const call = (url: string, payload: object) => callWithKey(ctx.app, made.token, 'POST', url, payload);
+    const credential = async (userId: string) => {
+      const minted = await call('/v1/realtime/chat/tokens', { user_id: userId });
+      expect(minted.statusCode, minted.body).toBe(200);
+      return minted.json();
+    };
+    const offline = await credential('offline-across-restart');
+    const online = await credential('online-after-restart');
+    const stored = await call('/v1/otp/send', { to: 'offline-across-restart' });
+    expect(stored.json()).toMatchObject({ delivered: true });
+
+    await restartEjabberd();
+
+    // The offline store outlives the restart.
+    const first = await connect(offline);
+    sessions.push(first);
+    expect((await first.next(isOtp)).getChild('svc', 'urn:svc:messaging:0')!.attrs.id).toBe(stored.json().id);
+    // The component reconnects on its own; a send made while it does waits for it.
+    const second = await connect(online);
+    sessions.push(second);
+    const arriving = second.next(isOtp);
+    const sent = await call('/v1/otp/send', { to: 'online-after-restart' });
+    expect(sent.statusCode, sent.body).toBe(200);
+    expect(sent.json()).toMatchObject({ delivered: true });
+    const code = codeIn(await arriving);
+    const verified = await call('/v1/otp/verify', { to: 'online-after-restart', code });
+    expect(verified.json()).toEqual({ verified: true });
+  },
+  STOPPING_AND_STARTING_MS,
+);
