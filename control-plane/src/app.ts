@@ -15,6 +15,7 @@ import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
 import { mediaRoutes } from './modules/media/routes.js';
 import { messagingRoutes } from './modules/messaging/routes.js';
+import { orgRoutes } from './modules/orgs/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
 import { shieldRoutes } from './modules/shield/routes.js';
@@ -153,6 +154,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...socialRoutes(container.social),
     ...aboutRoutes(container.about),
     ...messagingRoutes(container.messaging),
+    ...orgRoutes(container.orgs),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

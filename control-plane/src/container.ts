@@ -16,6 +16,7 @@ import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
 import { createMessagingService, type MessagingService } from './modules/messaging/service.js';
+import { createOrgsService, type OrgsService } from './modules/orgs/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
 import { createMomentsService, type MomentsService } from './modules/social/moments.js';
@@ -47,6 +48,7 @@ export interface Container extends Core {
   social: SocialService;
   about: AboutService;
   messaging: MessagingService;
+  orgs: OrgsService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -153,6 +155,7 @@ export async function createContainer(
   const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const about = createAboutService({ pool, clock, cursors, social, sandbox });
+  const orgs = createOrgsService({ pool, clock, cursors });
   const messaging = createMessagingService({
     pool,
     clock,
@@ -227,6 +230,7 @@ export async function createContainer(
     studio,
     about,
     messaging,
+    orgs,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -1,0 +1,192 @@
+import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
+import { route } from '../../platform/route.js';
+import {
+  Member,
+  MemberPage,
+  MemberParams,
+  MemberWrite,
+  Org,
+  OrgChange,
+  OrgDeleted,
+  OrgListQuery,
+  OrgPage,
+  OrgParams,
+  OrgWithPeople,
+  OrgWrite,
+  PageQuery,
+  Team,
+  TeamPage,
+  TeamParams,
+  TeamWrite,
+} from './schema.js';
+import type { OrgsService } from './service.js';
+
+const ORGS = ['orgs'];
+
+/** An upsert answers 201 when it created the record, 200 when it updated it. */
+const createdOr = <T>(reply: { status(code: number): void }, outcome: { created: boolean } & T) => {
+  if (outcome.created) reply.status(201);
+  return outcome;
+};
+
+/** The org API of the app's server (secret key): orgs, their members and teams. Writes are priced. */
+export const orgRoutes = (orgs: OrgsService) => [
+  route({
+    operationId: 'orgs.upsert',
+    method: 'POST',
+    url: '/v1/orgs',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Create an org, or update the one with this externalId',
+    description:
+      '201 with a new org, 200 when the externalId names a live one (its given fields are replaced). The externalId of a deleted org is a 409 ORG_DELETED unless replace_deleted is true.',
+    body: OrgWrite,
+    response: Org,
+    otherResponses: { 201: Org },
+    errors: [409],
+    price: WRITE,
+    handler: async ({ caller, body, tx, reply }) =>
+      createdOr(reply, await orgs.upsertOrg(caller, body, tx)).org,
+  }),
+  route({
+    operationId: 'orgs.list',
+    method: 'GET',
+    url: '/v1/orgs',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'The app’s orgs in the key’s mode, newest first',
+    query: OrgListQuery,
+    response: OrgPage,
+    handler: ({ caller, query }) => orgs.listOrgs(caller, query),
+  }),
+  route({
+    operationId: 'orgs.read',
+    method: 'GET',
+    url: '/v1/orgs/:org',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'An org with the first page of its members and of its teams',
+    description: 'A deleted org answers with status deleted while no live org has its externalId.',
+    params: OrgParams,
+    response: OrgWithPeople,
+    errors: [404],
+    handler: ({ caller, params }) => orgs.getOrg(caller, params.org),
+  }),
+  route({
+    operationId: 'orgs.update',
+    method: 'PATCH',
+    url: '/v1/orgs/:org',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Rename, re-logo, change the policy, turn chat on or off, suspend or restore',
+    params: OrgParams,
+    body: OrgChange,
+    response: Org,
+    errors: [404, 409],
+    price: WRITE,
+    handler: ({ caller, params, body, tx }) => orgs.changeOrg(caller, params.org, body, tx),
+  }),
+  route({
+    operationId: 'orgs.delete',
+    method: 'DELETE',
+    url: '/v1/orgs/:org',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Delete an org: every member locked, records and history kept',
+    params: OrgParams,
+    response: OrgDeleted,
+    errors: [404],
+    price: WRITE,
+    handler: ({ caller, params, tx }) => orgs.deleteOrg(caller, params.org, tx),
+  }),
+
+  // ----- members -------------------------------------------------------------------------------------
+  route({
+    operationId: 'orgs.members.list',
+    method: 'GET',
+    url: '/v1/orgs/:org/members',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'An org’s members, newest first',
+    params: OrgParams,
+    query: PageQuery,
+    response: MemberPage,
+    errors: [404],
+    handler: ({ caller, params, query }) => orgs.listMembers(caller, params.org, query),
+  }),
+  route({
+    operationId: 'orgs.members.upsert',
+    method: 'PUT',
+    url: '/v1/orgs/:org/members/:ext_id',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Create or update a member: role, title, teams, the app user it is, disabled or active',
+    description:
+      '201 with a new member, 200 for an update (only the given fields change; teams replaces the list). A user is at most one member of an org (409 USER_ALREADY_MEMBER).',
+    params: MemberParams,
+    body: MemberWrite,
+    response: Member,
+    otherResponses: { 201: Member },
+    errors: [404, 409],
+    price: WRITE,
+    handler: async ({ caller, params, body, tx, reply }) =>
+      createdOr(reply, await orgs.putMember(caller, params.org, params.ext_id, body, tx)).member,
+  }),
+  route({
+    operationId: 'orgs.members.delete',
+    method: 'DELETE',
+    url: '/v1/orgs/:org/members/:ext_id',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Remove a member: no chat for this org by any route',
+    params: MemberParams,
+    response: OrgDeleted,
+    errors: [404, 409],
+    price: WRITE,
+    handler: ({ caller, params, tx }) => orgs.deleteMember(caller, params.org, params.ext_id, tx),
+  }),
+
+  // ----- teams ---------------------------------------------------------------------------------------
+  route({
+    operationId: 'orgs.teams.list',
+    method: 'GET',
+    url: '/v1/orgs/:org/teams',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'An org’s teams, newest first',
+    params: OrgParams,
+    query: PageQuery,
+    response: TeamPage,
+    errors: [404],
+    handler: ({ caller, params, query }) => orgs.listTeams(caller, params.org, query),
+  }),
+  route({
+    operationId: 'orgs.teams.upsert',
+    method: 'PUT',
+    url: '/v1/orgs/:org/teams/:ext_id',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Create or rename a team; its room is members-only',
+    params: TeamParams,
+    body: TeamWrite,
+    response: Team,
+    otherResponses: { 201: Team },
+    errors: [404, 409],
+    price: WRITE,
+    handler: async ({ caller, params, body, tx, reply }) =>
+      createdOr(reply, await orgs.putTeam(caller, params.org, params.ext_id, body.name, tx)).team,
+  }),
+  route({
+    operationId: 'orgs.teams.delete',
+    method: 'DELETE',
+    url: '/v1/orgs/:org/teams/:ext_id',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Remove a team (its members stay in the org)',
+    params: TeamParams,
+    response: OrgDeleted,
+    errors: [404, 409],
+    price: WRITE,
+    handler: ({ caller, params, tx }) => orgs.deleteTeam(caller, params.org, params.ext_id, tx),
+  }),
+];

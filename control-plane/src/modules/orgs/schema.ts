@@ -1,0 +1,226 @@
+import { Type } from '@sinclair/typebox';
+import { z } from 'zod';
+import { displayName, externalId } from '../../platform/identities.js';
+import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+
+/** Per app and key mode, per org and per member (docs/orgs.md). */
+export const ORG_LIMITS = {
+  orgsPerApp: 10_000,
+  membersPerOrg: 100_000,
+  teamsPerOrg: 5_000,
+  teamsPerMember: 100,
+} as const;
+export const ORG_NAME_MAX = 200;
+export const TITLE_MAX = 100;
+export const LOGO_URL_MAX = 2_048;
+/** The first page of members and of teams that GET /v1/orgs/{org} includes. */
+export const EMBEDDED_PAGE = 100;
+
+export const POLICIES = ['anyone', 'teams', 'admins'] as const;
+export const ROLES = ['admin', 'member', 'guest'] as const;
+export const ORG_STATUSES = ['active', 'suspended', 'deleted'] as const;
+export const MEMBER_STATUSES = ['active', 'disabled'] as const;
+export type Policy = (typeof POLICIES)[number];
+export type Role = (typeof ROLES)[number];
+
+const Policy = literalUnion(POLICIES, {
+  description:
+    'Who may open a 1:1 with whom: anyone (any two members), teams (members who share a team), admins (only with an admin). Admins may reach anyone and guests only their own teams’ members and the admins, whatever the policy.',
+});
+const Role = literalUnion(ROLES, {
+  description:
+    'admin (reaches and is reached by everyone), member, or guest (only their own teams and the admins)',
+});
+const LogoUrl = Type.String({
+  format: 'uri',
+  pattern: '^https://',
+  maxLength: LOGO_URL_MAX,
+  description: 'An https URL of the org’s logo (a storage object’s URL or any other)',
+});
+const OrgName = displayName(ORG_NAME_MAX, 'The org’s name');
+const Timestamps = {
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+};
+
+export const OrgParams = Type.Object(
+  { org: externalId('The org’s externalId') },
+  { additionalProperties: false },
+);
+export const MemberParams = Type.Object(
+  { org: externalId('The org’s externalId'), ext_id: externalId('The member’s ext_id') },
+  { additionalProperties: false },
+);
+export const TeamParams = MemberParams;
+
+export const OrgWrite = Type.Object(
+  {
+    externalId: externalId('The app’s own id of the org: the key of the create-or-update'),
+    name: OrgName,
+    logo_url: Type.Optional(Type.Union([LogoUrl, Type.Null()])),
+    policy: Type.Optional(Policy),
+    chat: Type.Optional(Type.Boolean({ description: 'Chat (and calls) on for the org; default true' })),
+    replace_deleted: Type.Optional(
+      Type.Boolean({
+        description:
+          'Create a new org under the externalId of a deleted one (whose records stay, apart); without it that is a 409 ORG_DELETED',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const OrgChange = Type.Object(
+  {
+    name: Type.Optional(OrgName),
+    logo_url: Type.Optional(Type.Union([LogoUrl, Type.Null()])),
+    policy: Type.Optional(Policy),
+    chat: Type.Optional(Type.Boolean({ description: 'Chat and calls on or off; off closes every session' })),
+    status: Type.Optional(
+      literalUnion(['active', 'suspended'] as const, {
+        description: 'suspended refuses every identity’s login and closes their sessions; active restores',
+      }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const Org = Type.Object(
+  {
+    id: Type.String({ description: 'The bundle’s id of the org' }),
+    external_id: Type.String(),
+    name: Type.String(),
+    logo_url: Type.Union([Type.String(), Type.Null()]),
+    policy: Policy,
+    chat: Type.Boolean(),
+    status: literalUnion(ORG_STATUSES),
+    member_count: Type.Integer(),
+    team_count: Type.Integer(),
+    ...Timestamps,
+    deleted_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+
+export const MemberWrite = Type.Object(
+  {
+    role: Type.Optional(Role),
+    title: Type.Optional(Type.Union([displayName(TITLE_MAX, 'The member’s title'), Type.Null()])),
+    user_id: Type.Optional(
+      Type.Union([externalId('The app user this member is (their user id), or null to unlink'), Type.Null()]),
+    ),
+    teams: Type.Optional(
+      Type.Array(externalId('A team’s ext_id'), {
+        maxItems: ORG_LIMITS.teamsPerMember,
+        uniqueItems: true,
+        description: 'The teams the member is in (their ext_ids), replacing the earlier list',
+      }),
+    ),
+    status: Type.Optional(
+      literalUnion(MEMBER_STATUSES, { description: 'disabled: no chat for the member until restored' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const Member = Type.Object(
+  {
+    id: Type.String({ description: 'The member’s id: member_id under /v1/me/org-memberships' }),
+    ext_id: Type.String(),
+    user_id: Type.Union([Type.String(), Type.Null()]),
+    role: Role,
+    title: Type.Union([Type.String(), Type.Null()]),
+    status: literalUnion(MEMBER_STATUSES),
+    teams: Type.Array(Type.String(), { description: 'The ext_ids of the member’s teams, in ext_id order' }),
+    ...Timestamps,
+  },
+  { additionalProperties: false },
+);
+
+export const TeamWrite = Type.Object(
+  { name: displayName(ORG_NAME_MAX, 'The team’s name') },
+  { additionalProperties: false },
+);
+
+export const Team = Type.Object(
+  {
+    id: Type.String(),
+    ext_id: Type.String(),
+    name: Type.String(),
+    ...Timestamps,
+  },
+  { additionalProperties: false },
+);
+
+export const OrgWithPeople = Type.Object(
+  {
+    ...Org.properties,
+    members: Page(
+      Member,
+      `The first ${EMBEDDED_PAGE} members, newest first; more from GET /v1/orgs/{org}/members`,
+    ),
+    teams: Page(Team, `The first ${EMBEDDED_PAGE} teams, newest first; more from GET /v1/orgs/{org}/teams`),
+  },
+  { additionalProperties: false },
+);
+
+export const OrgPage = Page(Org);
+export const MemberPage = Page(Member);
+export const TeamPage = Page(Team);
+export const PageQuery = PageQueryOf(200, 50);
+export const OrgListQuery = Type.Object(
+  {
+    limit: Limit(200, 50),
+    cursor: Type.Optional(Cursor),
+    status: Type.Optional(literalUnion(ORG_STATUSES)),
+  },
+  { additionalProperties: false },
+);
+export const OrgDeleted = Deleted();
+
+// ----- rows ------------------------------------------------------------------------------------------
+
+export const OrgRow = z.object({
+  id: z.string(),
+  app_id: z.string(),
+  mode: z.enum(['live', 'test']),
+  external_id: z.string(),
+  chat_key: z.string(),
+  name: z.string(),
+  logo_url: z.string().nullable(),
+  policy: z.enum(POLICIES),
+  chat_enabled: z.boolean(),
+  status: z.enum(ORG_STATUSES),
+  member_count: z.number(),
+  team_count: z.number(),
+  created_at: z.date(),
+  updated_at: z.date(),
+  deleted_at: z.date().nullable(),
+});
+export type OrgRow = z.infer<typeof OrgRow>;
+
+export const MemberRow = z.object({
+  id: z.string(),
+  org_id: z.string(),
+  ext_id: z.string(),
+  user_id: z.string().nullable(),
+  role: z.enum(ROLES),
+  title: z.string().nullable(),
+  status: z.enum(MEMBER_STATUSES),
+  display_name: z.string().nullable(),
+  muted: z.boolean(),
+  teams: z.array(z.string()),
+  created_at: z.date(),
+  updated_at: z.date(),
+});
+export type MemberRow = z.infer<typeof MemberRow>;
+
+export const TeamRow = z.object({
+  id: z.string(),
+  org_id: z.string(),
+  ext_id: z.string(),
+  name: z.string(),
+  created_at: z.date(),
+  updated_at: z.date(),
+});
+export type TeamRow = z.infer<typeof TeamRow>;

@@ -1,0 +1,226 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from '../../platform/caller.js';
+import type { Position } from '../../platform/cursors.js';
+import type { Db } from '../../platform/transaction.js';
+import { MemberRow, OrgRow, type Policy, type Role, TeamRow } from './schema.js';
+
+interface Scope {
+  appId: string;
+  mode: KeyMode;
+}
+
+const orgColumns = sql.fragment`
+  id, app_id, mode, external_id, chat_key, name, logo_url, policy, chat_enabled, status, member_count,
+  team_count, created_at, updated_at, deleted_at`;
+
+/** A member's columns, with the ext_ids of their teams in ext_id order. */
+const memberColumns = sql.fragment`
+  m.id, m.org_id, m.ext_id, m.user_id, m.role, m.title, m.status, m.display_name, m.muted,
+  m.created_at, m.updated_at,
+  coalesce((select array_agg(t.ext_id order by t.ext_id)
+            from org_team_members tm join org_teams t on t.id = tm.team_id
+            where tm.member_id = m.id), '{}') as teams`;
+
+const teamColumns = sql.fragment`id, org_id, ext_id, name, created_at, updated_at`;
+
+/** Rows after a newest-first cursor position. */
+const after = (position: Position | undefined, table: string) =>
+  position
+    ? sql.fragment`and (${sql.identifier([table, 'created_at'])}, ${sql.identifier([table, 'id'])})
+                       < (${sql.timestamp(position.createdAt)}, ${position.id})`
+    : sql.fragment``;
+
+export interface OrgChanges {
+  name?: string;
+  logoUrl?: string | null;
+  policy?: Policy;
+  chatEnabled?: boolean;
+  status?: 'active' | 'suspended';
+}
+
+export interface MemberChanges {
+  role?: Role;
+  title?: string | null;
+  userId?: string | null;
+  status?: 'active' | 'disabled';
+}
+
+/** SQL of orgs, their members and teams. */
+export function orgsStore(db: Db) {
+  return {
+    /** The live org of an external id, else its latest deleted one; `lock` holds its row. */
+    org: (scope: Scope, externalId: string, lock = false) =>
+      db.maybeOne(sql.type(OrgRow)`
+        select ${orgColumns} from orgs
+        where app_id = ${scope.appId} and mode = ${scope.mode} and external_id = ${externalId}
+        order by (status = 'deleted'), deleted_at desc
+        limit 1
+        ${lock ? sql.fragment`for update` : sql.fragment``}`),
+
+    /** One create or update of an app's orgs at a time: external ids stay unique and the count holds. */
+    lockAppOrgs: (scope: Scope) =>
+      db.query(sql.unsafe`
+        select pg_advisory_xact_lock(hashtextextended(${`orgs\t${scope.appId}\t${scope.mode}`}, 0))`),
+
+    liveOrgCount: (scope: Scope) =>
+      db.oneFirst(sql.type(z.object({ count: z.number().int() }))`
+        select count(*)::int as count from orgs
+        where app_id = ${scope.appId} and mode = ${scope.mode} and status <> 'deleted'`),
+
+    createOrg: (
+      scope: Scope,
+      org: {
+        id: string;
+        externalId: string;
+        chatKey: string;
+        name: string;
+        logoUrl: string | null;
+        policy: Policy;
+        chatEnabled: boolean;
+        at: Date;
+      },
+    ) =>
+      db.one(sql.type(OrgRow)`
+        insert into orgs (id, app_id, mode, external_id, chat_key, name, logo_url, policy, chat_enabled,
+                          status, created_at, updated_at)
+        values (${org.id}, ${scope.appId}, ${scope.mode}, ${org.externalId}, ${org.chatKey}, ${org.name},
+                ${org.logoUrl}, ${org.policy}, ${org.chatEnabled}, 'active', ${sql.timestamp(org.at)},
+                ${sql.timestamp(org.at)})
+        returning ${orgColumns}`),
+
+    updateOrg: (orgId: string, changes: OrgChanges, at: Date) =>
+      db.one(sql.type(OrgRow)`
+        update orgs set
+          name = coalesce(${changes.name ?? null}, name),
+          logo_url = ${changes.logoUrl === undefined ? sql.fragment`logo_url` : sql.fragment`${changes.logoUrl}`},
+          policy = coalesce(${changes.policy ?? null}, policy),
+          chat_enabled = coalesce(${changes.chatEnabled ?? null}, chat_enabled),
+          status = coalesce(${changes.status ?? null}, status),
+          updated_at = ${sql.timestamp(at)}
+        where id = ${orgId}
+        returning ${orgColumns}`),
+
+    deleteOrg: (orgId: string, at: Date) =>
+      db.one(sql.type(OrgRow)`
+        update orgs set status = 'deleted', deleted_at = ${sql.timestamp(at)}, updated_at = ${sql.timestamp(at)}
+        where id = ${orgId}
+        returning ${orgColumns}`),
+
+    orgs: (scope: Scope, status: OrgRow['status'] | undefined, limit: number, position?: Position) =>
+      db.any(sql.type(OrgRow)`
+        select ${orgColumns} from orgs
+        where app_id = ${scope.appId} and mode = ${scope.mode}
+          ${status ? sql.fragment`and status = ${status}` : sql.fragment``}
+          ${after(position, 'orgs')}
+        order by created_at desc, id desc
+        limit ${limit + 1}`),
+
+    // ----- members ---------------------------------------------------------------------------------
+
+    member: (orgId: string, extId: string) =>
+      db.maybeOne(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.ext_id = ${extId}`),
+
+    members: (orgId: string, limit: number, position?: Position) =>
+      db.any(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m
+        where m.org_id = ${orgId} ${after(position, 'm')}
+        order by m.created_at desc, m.id desc
+        limit ${limit + 1}`),
+
+    /** The member linked to a user in an org, other than `exceptId`. */
+    memberOfUser: (orgId: string, userId: string, exceptId: string | null) =>
+      db.maybeOneFirst(sql.type(z.object({ ext_id: z.string() }))`
+        select ext_id from org_members
+        where org_id = ${orgId} and user_id = ${userId} and id is distinct from ${exceptId}`),
+
+    createMember: (
+      member: {
+        id: string;
+        orgId: string;
+        extId: string;
+        role: Role;
+        title: string | null;
+        userId: string | null;
+      },
+      at: Date,
+    ) =>
+      db.query(sql.unsafe`
+        with inserted as (
+          insert into org_members (id, org_id, ext_id, user_id, role, title, status, created_at, updated_at)
+          values (${member.id}, ${member.orgId}, ${member.extId}, ${member.userId}, ${member.role},
+                  ${member.title}, 'active', ${sql.timestamp(at)}, ${sql.timestamp(at)})
+          returning org_id)
+        update orgs set member_count = member_count + 1 where id = (select org_id from inserted)`),
+
+    updateMember: (memberId: string, changes: MemberChanges, at: Date) =>
+      db.query(sql.unsafe`
+        update org_members set
+          role = coalesce(${changes.role ?? null}, role),
+          title = ${changes.title === undefined ? sql.fragment`title` : sql.fragment`${changes.title}`},
+          user_id = ${changes.userId === undefined ? sql.fragment`user_id` : sql.fragment`${changes.userId}`},
+          status = coalesce(${changes.status ?? null}, status),
+          updated_at = ${sql.timestamp(at)}
+        where id = ${memberId}`),
+
+    deleteMember: (memberId: string) =>
+      db.query(sql.unsafe`
+        with deleted as (delete from org_members where id = ${memberId} returning org_id)
+        update orgs set member_count = member_count - 1 where id = (select org_id from deleted)`),
+
+    /** Replaces a member's teams; answers the ext_ids of those that do not exist. */
+    setMemberTeams: async (orgId: string, memberId: string, teamExtIds: readonly string[]) => {
+      const teams = await db.any(sql.type(z.object({ id: z.string(), ext_id: z.string() }))`
+        select id, ext_id from org_teams
+        where org_id = ${orgId} and ext_id = any(${sql.array(teamExtIds, 'text')})`);
+      const found = new Set(teams.map((team) => team.ext_id));
+      const missing = teamExtIds.filter((extId) => !found.has(extId));
+      if (missing.length > 0) return missing;
+      const ids = teams.map((team) => team.id);
+      await db.query(sql.unsafe`
+        delete from org_team_members
+        where member_id = ${memberId} and not (team_id = any(${sql.array(ids, 'text')}))`);
+      await db.query(sql.unsafe`
+        insert into org_team_members (team_id, member_id)
+        select unnest(${sql.array(ids, 'text')}), ${memberId}
+        on conflict do nothing`);
+      return [];
+    },
+
+    // ----- teams -----------------------------------------------------------------------------------
+
+    team: (orgId: string, extId: string) =>
+      db.maybeOne(sql.type(TeamRow)`
+        select ${teamColumns} from org_teams where org_id = ${orgId} and ext_id = ${extId}`),
+
+    teams: (orgId: string, limit: number, position?: Position) =>
+      db.any(sql.type(TeamRow)`
+        select ${teamColumns} from org_teams t
+        where t.org_id = ${orgId} ${after(position, 't')}
+        order by t.created_at desc, t.id desc
+        limit ${limit + 1}`),
+
+    createTeam: (team: { id: string; orgId: string; extId: string; name: string }, at: Date) =>
+      db.one(sql.type(TeamRow)`
+        with inserted as (
+          insert into org_teams (id, org_id, ext_id, name, created_at, updated_at)
+          values (${team.id}, ${team.orgId}, ${team.extId}, ${team.name}, ${sql.timestamp(at)},
+                  ${sql.timestamp(at)})
+          returning ${teamColumns}),
+        counted as (update orgs set team_count = team_count + 1 where id = ${team.orgId})
+        select * from inserted`),
+
+    renameTeam: (teamId: string, name: string, at: Date) =>
+      db.one(sql.type(TeamRow)`
+        update org_teams set name = ${name}, updated_at = ${sql.timestamp(at)} where id = ${teamId}
+        returning ${teamColumns}`),
+
+    deleteTeam: (teamId: string) =>
+      db.query(sql.unsafe`
+        with deleted as (delete from org_teams where id = ${teamId} returning org_id)
+        update orgs set team_count = team_count - 1 where id = (select org_id from deleted)`),
+  };
+}
+
+export type OrgsStore = ReturnType<typeof orgsStore>;
