@@ -1,10 +1,12 @@
-%%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, archives an app's
-%%% messages only when the app asks for it, makes a revoked credential's racing login fail, and
-%%% hands the control plane's messaging component its deliveries' outcomes (docs/messaging.md).
+%%% mod_svc_scope: keeps the bundle's apps apart inside one ejabberd 23.01, holds org identities to
+%%% their org's policy (docs/orgs.md), archives an app's messages only when the app asks for it, makes
+%%% a revoked credential's racing login fail, and hands the control plane's messaging component its
+%%% deliveries' outcomes (docs/messaging.md).
 %%%
 %%% Every app has a chat prefix: its users are <prefix>.<user>@<host>, its rooms
 %%% <prefix>.<room>@<muc host>. The prefix is the local part up to the first dot; a local part
-%%% without a dot (system@, an operator's account) belongs to no app.
+%%% without a dot (system@, an operator's account) belongs to no app. An org's identities and rooms
+%%% are <prefix>.+<org key>.<node>: the org key is 12 lowercase letters and digits.
 %%%
 %%% Built by the stack runner (infra/src/servers/ejabberd.ts) and infra/ejabberd.Dockerfile:
 %%%   erlc -I <ejabberd>/include -I <p1_xmpp>/include mod_svc_scope.erl
@@ -15,7 +17,8 @@
 -export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
          c2s_session_opened/1, c2s_session_resumed/1, user_receive_packet/1, process_delivery/1,
          decode_iq_subel/1]).
--export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1]).
+-export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1,
+         revoke_prefix/2, flush_org/1]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -26,11 +29,17 @@
 
 %% When a user's credential was last revoked on this node (monotonic milliseconds: comparable only
 %% with this node's own clock, so every node keeps its own rows).
--record(svc_revocation, {us :: {binary(), binary()}, at :: integer()}).
+%% `us` is {LUser, LServer}, or {{prefix, Prefix}, LServer} for every identity of an org.
+-record(svc_revocation, {us :: {binary() | {prefix, binary()}, binary()}, at :: integer()}).
 
 -define(FORBIDDEN_TEXT, <<"Addresses of another app are out of reach">>).
 %% The messaging component's deliveries, their outcomes and the notices of their arrival.
 -define(NS_MESSAGING, <<"urn:svc:messaging:0">>).
+-define(ORG_POLICY_TEXT, <<"The organisation's policy does not allow this conversation">>).
+%% Answers of the control plane about who may reach whom in an org: {OrgKey, FromUser, ToUser}.
+-define(REACH_CACHE, svc_reach).
+-define(REACH_TTL_MS, 60000).
+-define(HTTP_PROFILE, svc_scope).
 %% The process dictionary key under which a login keeps when its password was checked.
 -define(PASSWORD_CHECKED, svc_password_checked).
 %% A session must be opened this soon after its password check; revocations are kept twice as long.
@@ -52,6 +61,7 @@ start(Host, _Opts) ->
                                       {attributes, record_info(fields, svc_revocation)}])],
     case lists:usort(Tables) of
         [{atomic, ok}] ->
+            start_reach(Host),
             %% Before mod_mam (88), so that a dropped stanza is never archived as sent.
             ejabberd_hooks:add(user_send_packet, Host, ?MODULE, user_send_packet, 10),
             %% Before mod_mam's own store_mam_message (100), which writes the archive.
@@ -81,6 +91,7 @@ stop(Host) ->
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
         false ->
+            inets:stop(httpc, ?HTTP_PROFILE),
             ejabberd_hooks:delete(filter_packet, ?MODULE, filter_packet, 50),
             ejabberd_commands:unregister_commands(commands())
     end.
@@ -88,9 +99,12 @@ stop(Host) ->
 depends(_Host, _Opts) -> [].
 
 %% The control plane's external component (XEP-0114), the only sender whose deliveries are taken.
-mod_opt_type(messaging_host) -> econf:either(none, econf:domain()).
+mod_opt_type(messaging_host) -> econf:either(none, econf:domain());
+%% The JSON file {url, secret} of the control plane's internal listener (the auth bridge's own):
+%% where org policy questions go. Without it, org identities reach nobody.
+mod_opt_type(control_plane) -> econf:either(none, econf:file()).
 
-mod_options(_Host) -> [{messaging_host, none}].
+mod_options(_Host) -> [{messaging_host, none}, {control_plane, none}].
 
 mod_doc() ->
     #{desc => [<<"Keeps app-scoped chat addresses apart, archives each app's messages only when "
@@ -143,14 +157,28 @@ raced_revocation(LUser, LServer) ->
         {LUser, Checked} ->
             %% A login held open longer than revocations are kept could not be judged: it is refused.
             erlang:monotonic_time(millisecond) - Checked > ?LOGIN_WINDOW_MS orelse
-                case mnesia:dirty_read(svc_revocation, {LUser, LServer}) of
-                    [#svc_revocation{at = Revoked}] -> Revoked >= Checked;
-                    [] -> false
+                revoked_since(LUser, LServer, Checked) orelse
+                case org_prefix(LUser) of
+                    none -> false;
+                    Prefix -> revoked_since({prefix, Prefix}, LServer, Checked)
                 end;
         %% Every password is checked through ejabberd_auth_svc_api first (auth_method); a session
         %% without a noted check was not authenticated by password (nothing of ours to judge).
         _ ->
             false
+    end.
+
+revoked_since(Who, LServer, Checked) ->
+    case mnesia:dirty_read(svc_revocation, {Who, LServer}) of
+        [#svc_revocation{at = Revoked}] -> Revoked >= Checked;
+        [] -> false
+    end.
+
+%% The org part of an org identity's local part (<prefix>.+<key>.), or none.
+org_prefix(LUser) ->
+    case org_key(LUser) of
+        none -> none;
+        Key -> <<(scope(LUser))/binary, ".+", Key/binary, ".">>
     end.
 
 %% Notes the revocation on every node of the cluster, then closes the user's open sessions.
@@ -195,9 +223,16 @@ mark_revoked(LUser, LServer) ->
 %% with a bare #{jid} state and route the stanza whatever it returns; that API is the control
 %% plane's, and it is trusted (it posts the system account's messages into rooms).
 user_send_packet({Pkt, #{mod := ejabberd_c2s} = State} = Acc) ->
-    case crosses_apps(xmpp:get_from(Pkt), xmpp:get_to(Pkt)) of
-        false -> Acc;
-        true -> {stop, {drop, bounce(Pkt, State)}}
+    From = xmpp:get_from(Pkt),
+    To = xmpp:get_to(Pkt),
+    case crosses_apps(From, To) of
+        true ->
+            {stop, {drop, bounce(Pkt, State, ?FORBIDDEN_TEXT)}};
+        false ->
+            case org_reach(From, To) of
+                allow -> Acc;
+                deny -> {stop, {drop, bounce(Pkt, State, ?ORG_POLICY_TEXT)}}
+            end
     end;
 user_send_packet(Acc) ->
     Acc.
@@ -225,12 +260,12 @@ crosses_apps(_From, _To) ->
     false.
 
 %% The stanza's sender learns why nothing happened; errors and IQ results are never answered.
-bounce(Pkt, State) ->
+bounce(Pkt, State, Text) ->
     case xmpp:get_type(Pkt) of
         Type when Type == error; Type == result ->
             State;
         _ ->
-            Err = xmpp:err_forbidden(?FORBIDDEN_TEXT, xmpp:get_lang(Pkt)),
+            Err = xmpp:err_forbidden(Text, xmpp:get_lang(Pkt)),
             ejabberd_c2s:send(State, xmpp:make_error(Pkt, Err))
     end.
 
@@ -243,6 +278,122 @@ scope(LUser) ->
     case binary:split(LUser, <<".">>) of
         [Prefix, _] -> Prefix;
         [_] -> none
+    end.
+
+%%--------------------------------------------------------------------
+%% Org policy
+%%--------------------------------------------------------------------
+
+%% An org identity talks only inside its org: to members the org's policy lets it reach (the control
+%% plane decides; its answers are kept a minute, and dropped at once when the org changes through
+%% svc_flush_org) and into its org's rooms (members-only: mod_muc decides who enters). Nobody else
+%% reaches an org identity. Stanzas to a server or service itself, and to one's own account, pass.
+org_reach(#jid{luser = FromUser} = From, #jid{luser = ToUser, lserver = ToServer} = To)
+  when FromUser /= <<>>, ToUser /= <<>> ->
+    FromKey = org_key(FromUser),
+    ToKey = org_key(ToUser),
+    SameAccount = jid:remove_resource(jid:tolower(From)) == jid:remove_resource(jid:tolower(To)),
+    if
+        FromKey == none, ToKey == none -> allow;
+        SameAccount -> allow;
+        FromKey /= ToKey -> deny;
+        true ->
+            case ejabberd_router:is_my_host(ToServer) of
+                true -> may_reach(FromKey, FromUser, ToUser);
+                false -> allow  % its org's room: affiliations decide
+            end
+    end;
+org_reach(_From, _To) ->
+    allow.
+
+%% The org key of an org identity's or room's node (<prefix>.+<key>.<node>), or none.
+org_key(LUser) ->
+    case binary:split(LUser, <<".">>) of
+        [_Prefix, <<"+", Rest/binary>>] ->
+            case binary:split(Rest, <<".">>) of
+                [Key, Node] when byte_size(Key) == 12, Node /= <<>> -> Key;
+                _ -> none
+            end;
+        _ ->
+            none
+    end.
+
+may_reach(Key, FromUser, ToUser) ->
+    try ets_cache:lookup(?REACH_CACHE, {Key, FromUser, ToUser},
+                         fun() -> ask_control_plane(FromUser, ToUser) end) of
+        {ok, true} -> allow;
+        _ -> deny
+    catch Class:Reason:St ->
+        %% A hook that crashes lets the stanza through: a failure here must refuse it instead.
+        ?ERROR_MSG("Org policy check failed: ~ts", [misc:format_exception(2, Class, Reason, St)]),
+        deny
+    end.
+
+%% {ok, Allowed} is kept in the cache; a failure ({nocache, false}) refuses this stanza only.
+ask_control_plane(FromUser, ToUser) ->
+    case persistent_term:get({?MODULE, control_plane}, none) of
+        none ->
+            {nocache, false};
+        {Url, Secret} ->
+            Body = jiffy:encode(#{from => FromUser, to => ToUser}),
+            Request = {Url, [{"authorization", "Bearer " ++ Secret}], "application/json", Body},
+            case httpc:request(post, Request, [{timeout, 3000}, {connect_timeout, 1000}],
+                               [{body_format, binary}], ?HTTP_PROFILE) of
+                {ok, {{_, 200, _}, _, Answer}} ->
+                    case jiffy:decode(Answer, [return_maps]) of
+                        #{<<"ok">> := Allowed} when is_boolean(Allowed) -> {ok, Allowed};
+                        _ -> {nocache, false}
+                    end;
+                Other ->
+                    ?WARNING_MSG("The control plane did not answer an org policy question: ~p", [Other]),
+                    {nocache, false}
+            end
+    end.
+
+start_reach(Host) ->
+    ets_cache:new(?REACH_CACHE, [{max_size, 200000}, {life_time, ?REACH_TTL_MS}]),
+    case inets:start(httpc, [{profile, ?HTTP_PROFILE}]) of
+        {ok, _} -> ok;
+        {error, {already_started, _}} -> ok
+    end,
+    httpc:set_options([{max_sessions, 16}, {keep_alive_timeout, 30000}], ?HTTP_PROFILE),
+    case gen_mod:get_module_opt(Host, ?MODULE, control_plane) of
+        none ->
+            ok;
+        File ->
+            {ok, Json} = file:read_file(File),
+            #{<<"url">> := Url, <<"secret">> := Secret} = jiffy:decode(Json, [return_maps]),
+            persistent_term:put({?MODULE, control_plane},
+                                {binary_to_list(Url) ++ "/internal/ejabberd/reach", binary_to_list(Secret)})
+    end.
+
+%% The org changed (its policy, a member, a team): every node forgets its answers about it.
+flush_org(Key) ->
+    case re:run(Key, <<"^[a-z0-9]{12}\\z">>, [{capture, none}]) of
+        match ->
+            ets_cache:match_delete(?REACH_CACHE, {Key, '_', '_'}, ejabberd_cluster:get_nodes()),
+            ok;
+        nomatch ->
+            {error, <<"key must be 12 lowercase letters or digits">>}
+    end.
+
+%% Revokes every identity whose local part starts with Prefix (an org's): notes it on every node,
+%% so that a login racing it is closed as it opens, then closes their open sessions.
+revoke_prefix(Prefix, Host) ->
+    case {org_prefix(<<Prefix/binary, "x">>), jid:nameprep(Host)} of
+        {Prefix, LServer} when is_binary(LServer) ->
+            case ejabberd_router:is_my_host(LServer) of
+                false ->
+                    {error, <<"host is not served here">>};
+                true ->
+                    ejabberd_cluster:multicall(?MODULE, mark_revoked, [{prefix, Prefix}, LServer]),
+                    Users = lists:usort([U || {U, S, _} <- ejabberd_sm:get_vh_session_list(LServer),
+                                              S == LServer, binary:longest_common_prefix([U, Prefix])
+                                                  == byte_size(Prefix)]),
+                    lists:sum([ejabberd_sm:kick_user(U, LServer) || U <- Users])
+            end;
+        _ ->
+            {error, <<"prefix must be an org's: <prefix>.+<key>.">>}
     end.
 
 %%--------------------------------------------------------------------
@@ -438,7 +589,21 @@ commands() ->
                         args = [{user, binary}, {host, binary}],
                         args_desc = ["The user's local part", "Its host"],
                         args_example = [<<"abc123defg.ana">>, <<"chat.localhost">>],
-                        result = {sessions_closed, integer}}].
+                        result = {sessions_closed, integer}},
+     #ejabberd_commands{name = svc_revoke_prefix, tags = [session],
+                        desc = "Close the sessions of every identity of an org, and any login that raced it",
+                        module = ?MODULE, function = revoke_prefix,
+                        args = [{prefix, binary}, {host, binary}],
+                        args_desc = ["The org's node prefix, <app prefix>.+<org key>.", "The host"],
+                        args_example = [<<"abc123defg.+k3y0rg5abc12.">>, <<"chat.localhost">>],
+                        result = {sessions_closed, integer}},
+     #ejabberd_commands{name = svc_flush_org, tags = [session],
+                        desc = "Forget the cached answers about who may reach whom in an org",
+                        module = ?MODULE, function = flush_org,
+                        args = [{key, binary}],
+                        args_desc = ["The org's key"],
+                        args_example = [<<"k3y0rg5abc12">>],
+                        result = {res, rescode}}].
 
 %% Bad arguments answer {error, Text}: HTTP 400 with the text, never a silent rescode 1.
 set_archiving(Prefix, Enabled) when Enabled == 0; Enabled == 1 ->

@@ -155,7 +155,15 @@ export async function createContainer(
   const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const about = createAboutService({ pool, clock, cursors, social, sandbox });
-  const orgs = createOrgsService({ pool, clock, cursors });
+  const orgs = createOrgsService({
+    pool,
+    clock,
+    cursors,
+    realtime,
+    chat,
+    ejabberd,
+    chatDomain: settings.SVC_CHAT_DOMAIN,
+  });
   const messaging = createMessagingService({
     pool,
     clock,

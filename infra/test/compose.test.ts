@@ -200,7 +200,17 @@ describe('compose.yaml', () => {
     expect(ejabberd.acl.control_plane_api?.user).toEqual(['svc-api@chat.local']);
     expect(ejabberd.api_permissions['control plane']).toMatchObject({
       who: { access: 'control_plane_api' },
-      what: ['create_room_with_opts', 'change_room_option', 'svc_revoke_user', 'svc_set_archiving', 'status'],
+      what: [
+        'create_room_with_opts',
+        'change_room_option',
+        'set_room_affiliation',
+        'destroy_room',
+        'svc_revoke_user',
+        'svc_revoke_prefix',
+        'svc_flush_org',
+        'svc_set_archiving',
+        'status',
+      ],
     });
     expect(ejabberd.api_permissions['health check']).toMatchObject({
       who: { access: { allow: 'loopback' } },

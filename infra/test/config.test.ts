@@ -100,7 +100,11 @@ describe('ejabberd config', () => {
       shaper_rules: Record<string, unknown>;
     };
     expect(modules).toMatchObject({
-      mod_svc_scope: { messaging_host: 'notify.chat.local' },
+      // Org policy questions go where the auth bridge's do, with its secret (its own file).
+      mod_svc_scope: {
+        messaging_host: 'notify.chat.local',
+        control_plane: expect.stringMatching(/extauth\.json$/),
+      },
       mod_offline: { access_max_user_messages: 'max_user_offline_messages' },
       mod_privacy: {},
       mod_blocking: {},
@@ -118,8 +122,13 @@ describe('ejabberd config', () => {
       readFileSync(join(REPO_ROOT, 'infra/compose/ejabberd.yml'), 'utf8'),
     ) as typeof native;
     expect(Object.keys(docker.modules).sort()).toEqual(Object.keys(native.modules).sort());
-    for (const module of ['mod_svc_scope', 'mod_offline', 'mod_privacy', 'mod_blocking'])
+    for (const module of ['mod_offline', 'mod_privacy', 'mod_blocking'])
       expect(docker.modules[module], module).toEqual(native.modules[module]);
+    // The same options; the auth bridge's file lives elsewhere in the image.
+    expect(docker.modules.mod_svc_scope).toEqual({
+      ...(native.modules.mod_svc_scope as object),
+      control_plane: '/run/svc-extauth/extauth.json',
+    });
     expect(docker.shaper_rules).toEqual(native.shaper_rules);
     const componentHosts = (config: typeof native) =>
       config.listen
@@ -132,7 +141,8 @@ describe('ejabberd config', () => {
     expect(config).toContain('auth_method: [svc_api, external]');
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
-      'what: [create_room_with_opts, change_room_option, svc_revoke_user, svc_set_archiving, status]',
+      'what: [create_room_with_opts, change_room_option, set_room_affiliation, destroy_room, svc_revoke_user,\n' +
+        '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, status]',
     );
     // Without a credential: the health check's status, from loopback.
     expect(config).toMatch(

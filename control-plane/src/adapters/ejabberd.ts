@@ -12,6 +12,8 @@ export class EjabberdError extends Error {
 
 export interface RoomOptions {
   maxUsers: number;
+  /** Only members (affiliation member or above) enter; no private messages between occupants. */
+  membersOnly?: true;
 }
 
 /** ejabberd's HTTP API account of the control plane (ejabberd.yml: api_permissions "control plane"). */
@@ -51,6 +53,16 @@ export function createEjabberdClient(options: {
   const roomOptions = (room: RoomOptions) => [
     { name: 'max_users', value: String(room.maxUsers) },
     { name: 'mam', value: 'true' },
+    ...(room.membersOnly
+      ? [
+          { name: 'members_only', value: 'true' },
+          // A moderated room (mod_muc's default) remembers the role a user last had, and lets them
+          // back in with it after their affiliation went: the role must come from the affiliation.
+          { name: 'moderated', value: 'false' },
+          // A private message through the room would be a 1:1 the org's policy never saw.
+          { name: 'allow_private_messages', value: 'false' },
+        ]
+      : []),
   ];
 
   return {
@@ -94,6 +106,32 @@ export function createEjabberdClient(options: {
         sessions_closed: number;
       };
       return result.sessions_closed;
+    },
+
+    /**
+     * Closes the sessions of every identity whose local part starts with the org's node prefix, and
+     * any of their logins that passed its password check before (mod_svc_scope).
+     */
+    revokePrefix: async (prefix: string): Promise<number> => {
+      const result = (await call('svc_revoke_prefix', { prefix, host: options.chatDomain })) as {
+        sessions_closed: number;
+      };
+      return result.sessions_closed;
+    },
+
+    /** Makes every node forget its cached answers about who may reach whom in the org. */
+    flushOrg: async (key: string): Promise<void> => {
+      await call('svc_flush_org', { key });
+    },
+
+    /** A user's affiliation with a room: `none` in a members-only room also removes them at once. */
+    setAffiliation: async (room: string, jid: string, affiliation: 'member' | 'none'): Promise<void> => {
+      await call('set_room_affiliation', { name: room, service: options.mucDomain, jid, affiliation });
+    },
+
+    /** Removes a room (its archive stays with mod_mam). */
+    destroyRoom: async (name: string): Promise<void> => {
+      await call('destroy_room', { name, service: options.mucDomain });
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

@@ -6,6 +6,10 @@ import {
   isExternalId,
   isPostText,
   nodeOf,
+  orgNode,
+  orgNodePrefix,
+  parseChatIdentity,
+  parseOrgNode,
   parseScopedNode,
   scopedNode,
 } from './identities.js';
@@ -107,6 +111,37 @@ describe('scoped nodes', () => {
   it('are null without a prefix or with an id no app can have', () => {
     for (const node of ['nodot', '.ana', `${PREFIX}.`, `${PREFIX}.~mfxgc`]) {
       expect(parseScopedNode(node)).toBeNull();
+    }
+  });
+});
+
+describe('org nodes', () => {
+  const KEY = 'k3y0rg5abc12';
+  it('never collide with a personal node, and read back with their org', () => {
+    for (const id of [...Object.values(REAL_APP_IDS), '+k3y0rg5abc12.ana', 'ana']) {
+      const node = orgNode(PREFIX, KEY, id);
+      expect(node.startsWith(orgNodePrefix(PREFIX, KEY))).toBe(true);
+      expect(parseOrgNode(node)).toEqual({ prefix: PREFIX, chatKey: KEY, extId: id });
+      expect(parseScopedNode(node)).toBeNull();
+      expect(node).not.toBe(scopedNode(PREFIX, id));
+      expect(parseChatIdentity(node)).toEqual({
+        prefix: PREFIX,
+        id: node.slice(PREFIX.length + 1),
+        orgKey: KEY,
+      });
+    }
+    expect(parseChatIdentity(scopedNode(PREFIX, 'ana'))).toEqual({ prefix: PREFIX, id: 'ana', orgKey: null });
+  });
+
+  it('are null for a malformed key or ext_id', () => {
+    for (const node of [
+      `${PREFIX}.+short.ana`,
+      `${PREFIX}.+K3Y0RG5ABC12.ana`,
+      `${PREFIX}.+${KEY}.`,
+      `${PREFIX}.+${KEY}.~mfxgc`,
+    ]) {
+      expect(parseOrgNode(node)).toBeNull();
+      expect(parseChatIdentity(node)).toBeNull();
     }
   });
 });

@@ -188,3 +188,42 @@ export function parseScopedNode(node: string): { prefix: string; id: string } | 
   const id = idOfNode(node.slice(dot + 1));
   return id === null ? null : { prefix: node.slice(0, dot), id };
 }
+
+/**
+ * Marks an org identity's part of a node: `<prefix>.+<org chat key>.<node of the member's ext_id>`.
+ * No app id's node starts with it (plain nodes hold no `+`, encoded ones start with `~`), so an org
+ * identity never answers to a user's personal address, and mod_svc_scope reads the org from it.
+ */
+export const ORG_IDENTITY_MARKER = '+';
+
+/** An org member's chat identity (or an org room's node): distinct from every personal node. */
+export const orgNode = (prefix: string, chatKey: string, extId: string) =>
+  `${prefix}.${ORG_IDENTITY_MARKER}${chatKey}.${nodeOf(extId)}`;
+
+/** The part of every node of an org: its identities' and its rooms' nodes start with it. */
+export const orgNodePrefix = (prefix: string, chatKey: string) =>
+  `${prefix}.${ORG_IDENTITY_MARKER}${chatKey}.`;
+
+/** The app prefix, org chat key and ext_id of an org node, or null when it is none. */
+export function parseOrgNode(node: string): { prefix: string; chatKey: string; extId: string } | null {
+  const match = /^([^.]+)\.\+([a-z0-9]{12})\.(.+)$/.exec(node);
+  const extId = match ? idOfNode(match[3]!) : null;
+  return match && extId !== null ? { prefix: match[1]!, chatKey: match[2]!, extId } : null;
+}
+
+/**
+ * Who a chat login is, for the checks every identity shares (the credential, the spend gate, the
+ * monthly active count): the app prefix and an id unique within the app, the user's own id for a
+ * personal node and `+<chat key>.<node>` for an org identity (whose node no user id has), with the
+ * org's chat key. Null for anything else.
+ */
+export function parseChatIdentity(
+  node: string,
+): { prefix: string; id: string; orgKey: string | null } | null {
+  const user = parseScopedNode(node);
+  if (user) return { ...user, orgKey: null };
+  const member = parseOrgNode(node);
+  return (
+    member && { prefix: member.prefix, id: node.slice(member.prefix.length + 1), orgKey: member.chatKey }
+  );
+}

@@ -170,6 +170,8 @@ export function renderEjabberdConfig(context: StackContext): string {
     component_port: ports.ejabberdComponent,
     component_secret: secrets.ejabberdComponentSecret,
     messaging_domain: MESSAGING_DOMAIN,
+    // mod_svc_scope asks the control plane about org policy where the auth bridge asks about logins.
+    control_plane_config: JSON.stringify(files(context).extauthConfig),
     api_user: EJABBERD_API_USER,
     operator_user: EJABBERD_OPERATOR_USER,
   });

@@ -13,7 +13,7 @@ import {
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { KeyMode, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
-import { parseScopedNode, scopedNode } from '../../platform/identities.js';
+import { parseChatIdentity, scopedNode } from '../../platform/identities.js';
 import type { Metering, UsagePrice } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
@@ -79,6 +79,11 @@ if redis.call('SADD', KEYS[3], ARGV[4]) == 1 then
   redis.call('HSET', KEYS[4], ARGV[5], 1)
 end
 return 'ok'`;
+
+/** Credentials deleted per Redis command when identities are revoked together. */
+const REVOKE_BATCH = 1_000;
+
+type Admit = (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>;
 
 // User ids cannot hold the separator (a tab): the id rule refuses control characters.
 const field = (...parts: (string | number)[]) => parts.join(FIELD_SEPARATOR);
@@ -160,9 +165,12 @@ export function createChatService(deps: {
     });
   });
 
-  /** A login's questions, answered from the settings cache and one Redis round trip. */
+  /**
+   * A login's questions, answered from the settings cache and one Redis round trip: the same for a
+   * user's personal identity and an org member's (counted as an active user of its own).
+   */
   async function authenticate(localPart: string, password: string): Promise<boolean> {
-    const user = parseScopedNode(localPart);
+    const user = parseChatIdentity(localPart);
     if (!user) return false;
     const settings = await deps.realtime.findByChatPrefix(user.prefix);
     if (!settings?.products.includes('chat')) return false;
@@ -201,51 +209,72 @@ export function createChatService(deps: {
 
   /** Whether ejabberd should treat the user as existing (to route messages to them when offline). */
   async function userExists(localPart: string): Promise<boolean> {
-    const user = parseScopedNode(localPart);
+    const user = parseChatIdentity(localPart);
     if (!user) return false;
     if ((await deps.redis.exists(credentialKey(localPart))) === 1) return true;
     const settings = await deps.realtime.findByChatPrefix(user.prefix);
     return settings !== null && chatStore(deps.pool).userExists(settings.app_id, settings.mode, user.id);
   }
 
+  /**
+   * A new credential for one of the app's identities, replacing any earlier one at once. The request's
+   * admission and the credential's write are one Redis round trip; no PostgreSQL.
+   */
+  async function mint(
+    principal: Principal,
+    identity: { localPart: string; nickname: string; roomPrefix?: string; ttlSeconds: number },
+    admit: Admit,
+  ) {
+    const settings = await deps.realtime.requireProduct(principal, 'chat');
+    const { id } = parseChatIdentity(identity.localPart)!;
+    const now = deps.clock.now();
+    const password = newSecret('');
+    const expiresAt = now.getTime() + identity.ttlSeconds * 1000;
+    await admit(
+      MINT,
+      [credentialKey(identity.localPart), pendingKey(CHAT_USERS)],
+      [
+        sha256(password).toString('hex'),
+        expiresAt,
+        identity.ttlSeconds * 1000,
+        field(principal.appId, principal.mode, id, now.getTime()),
+      ],
+    );
+    return {
+      jid: jidOf(identity.localPart),
+      user: identity.localPart,
+      domain: deps.settings.chatDomain,
+      password,
+      ws: deps.settings.wsUrl,
+      muc: deps.settings.mucDomain,
+      room_prefix: identity.roomPrefix ?? `${settings.chat_prefix}.`,
+      nickname: identity.nickname,
+      mam: settings.mam,
+      expires_at: new Date(expiresAt).toISOString(),
+    };
+  }
+
   return {
-    /**
-     * A new credential for the user, replacing any earlier one at once. The request's admission and
-     * the credential's write are one Redis round trip; no PostgreSQL.
-     */
+    /** A new credential for the user's personal identity. */
     mintCredential: async (
       principal: Principal,
       input: { user_id: string; name?: string; ttl_seconds: number },
-      admit: (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>,
+      admit: Admit,
     ) => {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
-      const now = deps.clock.now();
-      const localPart = scopedNode(settings.chat_prefix, input.user_id);
-      const password = newSecret('');
-      const expiresAt = now.getTime() + input.ttl_seconds * 1000;
-      await admit(
-        MINT,
-        [credentialKey(localPart), pendingKey(CHAT_USERS)],
-        [
-          sha256(password).toString('hex'),
-          expiresAt,
-          input.ttl_seconds * 1000,
-          field(principal.appId, principal.mode, input.user_id, now.getTime()),
-        ],
+      return mint(
+        principal,
+        {
+          localPart: scopedNode(settings.chat_prefix, input.user_id),
+          nickname: input.name ?? input.user_id,
+          ttlSeconds: input.ttl_seconds,
+        },
+        admit,
       );
-      return {
-        jid: jidOf(localPart),
-        user: localPart,
-        domain: deps.settings.chatDomain,
-        password,
-        ws: deps.settings.wsUrl,
-        muc: deps.settings.mucDomain,
-        room_prefix: `${settings.chat_prefix}.`,
-        nickname: input.name ?? input.user_id,
-        mam: settings.mam,
-        expires_at: new Date(expiresAt).toISOString(),
-      };
     },
+
+    /** A new credential for another identity of the app's (an org member's), with its own room prefix. */
+    mintIdentityCredential: mint,
 
     /** Revokes the user's credential: the next login is refused and open sessions are closed. */
     revokeCredential: async (principal: Principal, userId: string) => {
@@ -260,6 +289,22 @@ export function createChatService(deps: {
         revoked,
         sessions_closed: sessionsClosed,
       };
+    },
+
+    /** Revokes one identity of the app's: its credential goes, then its open sessions. */
+    revokeIdentity: async (localPart: string) => {
+      await deps.redis.del(credentialKey(localPart));
+      return deps.ejabberd.revokeUser(localPart);
+    },
+
+    /**
+     * Revokes identities of the app's: their credentials go, then ejabberd closes the open sessions of
+     * every identity whose local part starts with `nodePrefix` (and any login that raced this).
+     */
+    revokeIdentities: async (localParts: readonly string[], nodePrefix: string) => {
+      for (let i = 0; i < localParts.length; i += REVOKE_BATCH)
+        await deps.redis.del(...localParts.slice(i, i + REVOKE_BATCH).map(credentialKey));
+      return deps.ejabberd.revokePrefix(nodePrefix);
     },
 
     /** Makes sure the room exists in ejabberd with the app's room size and archiving. */

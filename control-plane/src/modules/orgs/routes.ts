@@ -7,6 +7,8 @@ import {
   MemberWrite,
   Org,
   OrgChange,
+  OrgChatCredential,
+  OrgChatTokenRequest,
   OrgDeleted,
   OrgListQuery,
   OrgPage,
@@ -14,6 +16,8 @@ import {
   OrgWithPeople,
   OrgWrite,
   PageQuery,
+  ReachAnswer,
+  ReachQuestion,
   Team,
   TeamPage,
   TeamParams,
@@ -146,6 +150,25 @@ export const orgRoutes = (orgs: OrgsService) => [
     handler: ({ caller, params, tx }) => orgs.deleteMember(caller, params.org, params.ext_id, tx),
   }),
 
+  route({
+    operationId: 'orgs.members.chat_token',
+    method: 'POST',
+    url: '/v1/orgs/:org/members/:ext_id/chat-token',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'A chat credential for the member’s org identity (its own JID); replaces the earlier one',
+    description:
+      'The same rules as POST /v1/realtime/chat/tokens. 403 while the org is suspended (ORG_SUSPENDED), its chat is off (ORG_CHAT_OFF) or the member is disabled (MEMBER_DISABLED); 409 ORG_DELETED.',
+    params: MemberParams,
+    body: OrgChatTokenRequest,
+    response: OrgChatCredential,
+    errors: [403, 404, 409],
+    needsBalance: true,
+    admission: 'in-handler',
+    handler: ({ caller, params, body, admit }) =>
+      orgs.memberChatToken(caller, params.org, params.ext_id, body, admit),
+  }),
+
   // ----- teams ---------------------------------------------------------------------------------------
   route({
     operationId: 'orgs.teams.list',
@@ -188,5 +211,19 @@ export const orgRoutes = (orgs: OrgsService) => [
     errors: [404, 409],
     price: WRITE,
     handler: ({ caller, params, tx }) => orgs.deleteTeam(caller, params.org, params.ext_id, tx),
+  }),
+  route({
+    operationId: 'orgs.callback.reach',
+    method: 'POST',
+    url: '/internal/ejabberd/reach',
+    auth: 'internal',
+    internalCaller: 'ejabberd',
+    tags: ['internal'],
+    summary: 'mod_svc_scope’s question: may one org identity send to another under the org’s policy',
+    hidden: true,
+    logLevel: 'warn',
+    body: ReachQuestion,
+    response: ReachAnswer,
+    handler: async ({ body }) => ({ ok: await orgs.mayReach(body.from, body.to) }),
   }),
 ];

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import { displayName, externalId } from '../../platform/identities.js';
 import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+import { ChatCredential, DEFAULT_CHAT_TTL, MAX_CHAT_TTL, MIN_CHAT_TTL } from '../chat/schema.js';
 
 /** Per app and key mode, per org and per member (docs/orgs.md). */
 export const ORG_LIMITS = {
@@ -163,6 +164,36 @@ export const OrgWithPeople = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const OrgChatTokenRequest = Type.Object(
+  {
+    name: Type.Optional(
+      displayName(64, 'Room nickname; default the member’s own display name, else the ext_id'),
+    ),
+    ttl_seconds: Type.Integer({ minimum: MIN_CHAT_TTL, maximum: MAX_CHAT_TTL, default: DEFAULT_CHAT_TTL }),
+  },
+  { additionalProperties: false },
+);
+
+export const OrgChatCredential = Type.Object(
+  {
+    ...ChatCredential.properties,
+    member_id: Type.String({ description: 'The member whose org identity this is' }),
+    org: Type.String({ description: 'The org’s externalId' }),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'A credential for the member’s org identity: a JID of its own, apart from the user’s personal one. room_prefix starts every room of the org (its team rooms).',
+  },
+);
+
+/** mod_svc_scope's question: may one org identity send to another (local parts)? */
+export const ReachQuestion = Type.Object(
+  { from: Type.String({ maxLength: 1023 }), to: Type.String({ maxLength: 1023 }) },
+  { additionalProperties: false },
+);
+export const ReachAnswer = Type.Object({ ok: Type.Boolean() }, { additionalProperties: false });
 
 export const OrgPage = Page(Org);
 export const MemberPage = Page(Member);

@@ -1,10 +1,16 @@
 import type { DatabasePool } from 'slonik';
+import type { EjabberdClient } from '../../adapters/ejabberd.js';
+import type { AdmissionScript } from '../../platform/admission.js';
 import type { Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
+import { orgNode, orgNodePrefix, parseOrgNode } from '../../platform/identities.js';
 import { newId, randomBase62 } from '../../platform/ids.js';
-import type { Db, Transaction } from '../../platform/transaction.js';
+import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
+import type { ChatService } from '../chat/service.js';
+import type { RealtimeService } from '../realtime/service.js';
+import { policyAllows } from './policy.js';
 import {
   EMBEDDED_PAGE,
   type MemberRow,
@@ -68,9 +74,64 @@ const limitReached = (what: string, limit: number) =>
  */
 const newChatKey = () => randomBase62(12).toLowerCase();
 
-export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; cursors: Cursors }) {
+type Admit = (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>;
+
+/** Why an org identity cannot have chat now (403). */
+const noChat = (message: string, code: string) => new ServiceError('permission_error', message, { code });
+
+export function createOrgsService(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  cursors: Cursors;
+  realtime: RealtimeService;
+  chat: ChatService;
+  ejabberd: EjabberdClient;
+  chatDomain: string;
+}) {
+  const jid = (node: string) => `${node}@${deps.chatDomain}`;
+  /** The app's chat prefix, its realtime settings made if needed. */
+  const prefixOf = async (principal: Principal) => (await deps.realtime.ensure(principal)).chat_prefix;
+
+  // ----- what changes on the chat server --------------------------------------------------------------
+
+  /** After the commit, every ejabberd node forgets its answers about who may reach whom in the org. */
+  const flushReach = (tx: Transaction, org: OrgRow) =>
+    tx.afterCommit(() => deps.ejabberd.flushOrg(org.chat_key));
+
+  /** After the commit, a member's identity loses its credential and its open sessions. */
+  const revokeMember = (tx: Transaction, prefix: string, org: OrgRow, extId: string) =>
+    tx.afterCommit(async () => void (await deps.chat.revokeIdentity(orgNode(prefix, org.chat_key, extId))));
+
+  /** After the commit, every identity of the org loses its credential and its open sessions. */
+  const revokeEveryMember = (tx: Transaction, principal: Principal, org: OrgRow) =>
+    tx.afterCommit(async () => {
+      const prefix = await prefixOf(principal);
+      const extIds = await orgsStore(deps.pool).memberExtIds(org.id);
+      await deps.chat.revokeIdentities(
+        extIds.map((extId) => orgNode(prefix, org.chat_key, extId)),
+        orgNodePrefix(prefix, org.chat_key),
+      );
+    });
+
+  /**
+   * Team rooms follow their teams, before the commit: a failure to tell ejabberd (503) undoes the
+   * change, so that nobody stays in a room their team left. `none` removes an occupant at once.
+   */
+  const setAffiliations = async (
+    prefix: string,
+    org: OrgRow,
+    changes: { team: string; member: string; affiliation: 'member' | 'none' }[],
+  ) => {
+    for (const change of changes)
+      await deps.ejabberd.setAffiliation(
+        orgNode(prefix, org.chat_key, change.team),
+        jid(orgNode(prefix, org.chat_key, change.member)),
+        change.affiliation,
+      );
+  };
+
   /** The org the path names (the live one, else the latest deleted one), or 404. */
-  async function orgOf(db: Db, principal: Principal, externalId: string, lock = false) {
+  async function orgOf(db: Db, principal: Principal, externalId: string, lock?: 'update' | 'share') {
     const org = await orgsStore(db).org(principal, externalId, lock);
     if (!org) throw errors.notFound('Org');
     return org;
@@ -78,7 +139,7 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
 
   /** The org the path names, locked, that may still change. */
   async function changeableOrg(tx: Transaction, principal: Principal, externalId: string) {
-    const org = await orgOf(tx, principal, externalId, true);
+    const org = await orgOf(tx, principal, externalId, 'update');
     if (org.status === 'deleted') throw orgDeleted();
     return org;
   }
@@ -109,7 +170,7 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
       const store = orgsStore(tx);
       await store.lockAppOrgs(principal);
       const now = deps.clock.now();
-      const existing = await store.org(principal, input.externalId, true);
+      const existing = await store.org(principal, input.externalId, 'update');
       if (existing && existing.status !== 'deleted') {
         const org = await store.updateOrg(
           existing.id,
@@ -183,13 +244,19 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
         ...(input.chat === undefined ? {} : { chatEnabled: input.chat }),
         ...(input.status === undefined ? {} : { status: input.status }),
       };
-      return presentOrg(await orgsStore(tx).updateOrg(org.id, changes, deps.clock.now()));
+      const changed = await orgsStore(tx).updateOrg(org.id, changes, deps.clock.now());
+      // Suspended or chat off: no identity of the org keeps a credential or a session.
+      if (changed.status === 'suspended' || !changed.chat_enabled) revokeEveryMember(tx, principal, org);
+      flushReach(tx, org);
+      return presentOrg(changed);
     },
 
     deleteOrg: async (principal: Principal, externalId: string, tx: Transaction) => {
-      const org = await orgOf(tx, principal, externalId, true);
+      const org = await orgOf(tx, principal, externalId, 'update');
       if (org.status === 'deleted') throw errors.notFound('Org');
       await orgsStore(tx).deleteOrg(org.id, deps.clock.now());
+      revokeEveryMember(tx, principal, org);
+      flushReach(tx, org);
       return { ok: true as const, id: externalId };
     },
 
@@ -251,6 +318,7 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
             role: input.role ?? 'member',
             title: input.title ?? null,
             userId: input.user_id ?? null,
+            status: input.status ?? 'active',
           },
           now,
         );
@@ -266,7 +334,23 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
             })),
           );
       }
-      return { created: existing === null, member: presentMember((await store.member(org.id, extId))!) };
+      const member = (await store.member(org.id, extId))!;
+      const prefix = await prefixOf(principal);
+      const before = new Set(existing?.teams ?? []);
+      const after = new Set(member.teams);
+      await setAffiliations(prefix, org, [
+        ...member.teams
+          .filter((team) => !before.has(team))
+          .map((team) => ({ team, member: extId, affiliation: 'member' as const })),
+        ...[...before]
+          .filter((team) => !after.has(team))
+          .map((team) => ({ team, member: extId, affiliation: 'none' as const })),
+      ]);
+      // Another person (or nobody) behind the identity now, or no chat for it: its credential goes.
+      if (existing && (member.status === 'disabled' || member.user_id !== existing.user_id))
+        revokeMember(tx, prefix, org, extId);
+      flushReach(tx, org);
+      return { created: existing === null, member: presentMember(member) };
     },
 
     deleteMember: async (principal: Principal, externalId: string, extId: string, tx: Transaction) => {
@@ -274,6 +358,14 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
       const member = await orgsStore(tx).member(org.id, extId);
       if (!member) throw errors.notFound('Member');
       await orgsStore(tx).deleteMember(member.id);
+      const prefix = await prefixOf(principal);
+      await setAffiliations(
+        prefix,
+        org,
+        member.teams.map((team) => ({ team, member: extId, affiliation: 'none' as const })),
+      );
+      revokeMember(tx, prefix, org, extId);
+      flushReach(tx, org);
       return { ok: true as const, id: extId };
     },
 
@@ -297,15 +389,88 @@ export function createOrgsService(deps: { pool: DatabasePool; clock: Clock; curs
         return { created: false, team: presentTeam(await store.renameTeam(existing.id, name, now)) };
       if (org.team_count >= ORG_LIMITS.teamsPerOrg) throw limitReached('teams', ORG_LIMITS.teamsPerOrg);
       const team = await store.createTeam({ id: newId('team'), orgId: org.id, extId, name }, now);
+      // The room first: a team whose room could not be made is not made either (503).
+      const settings = await deps.realtime.ensure(principal);
+      await deps.ejabberd.ensureRoom(orgNode(settings.chat_prefix, org.chat_key, extId), {
+        maxUsers: settings.max_room_size,
+        membersOnly: true,
+      });
       return { created: true, team: presentTeam(team) };
     },
 
+    /** Removes a team: its members leave its room at once, and the room goes (its archive stays). */
     deleteTeam: async (principal: Principal, externalId: string, extId: string, tx: Transaction) => {
       const org = await changeableOrg(tx, principal, externalId);
-      const team = await orgsStore(tx).team(org.id, extId);
+      const store = orgsStore(tx);
+      const team = await store.team(org.id, extId);
       if (!team) throw errors.notFound('Team');
-      await orgsStore(tx).deleteTeam(team.id);
+      const members = await store.teamMemberExtIds(team.id);
+      await store.deleteTeam(team.id);
+      const prefix = await prefixOf(principal);
+      await setAffiliations(
+        prefix,
+        org,
+        members.map((member) => ({ team: extId, member, affiliation: 'none' as const })),
+      );
+      await deps.ejabberd.destroyRoom(orgNode(prefix, org.chat_key, extId));
+      flushReach(tx, org);
       return { ok: true as const, id: extId };
+    },
+
+    // ----- identities ------------------------------------------------------------------------------
+
+    /**
+     * A chat credential for a member's org identity. The org and the member are held (share locks)
+     * until the credential is written, so a suspension or removal committed meanwhile waits, then
+     * revokes it too.
+     */
+    memberChatToken: (
+      principal: Principal,
+      externalId: string,
+      extId: string,
+      input: { name?: string; ttl_seconds: number },
+      admit: Admit,
+    ) =>
+      inTransaction(deps.pool, async (tx) => {
+        const org = await orgOf(tx, principal, externalId, 'share');
+        if (org.status === 'deleted') throw orgDeleted();
+        const member = await orgsStore(tx).member(org.id, extId, 'share');
+        if (!member) throw errors.notFound('Member');
+        if (org.status === 'suspended') throw noChat('The org is suspended', 'ORG_SUSPENDED');
+        if (!org.chat_enabled) throw noChat('Chat is off for the org', 'ORG_CHAT_OFF');
+        if (member.status === 'disabled') throw noChat('The member is disabled', 'MEMBER_DISABLED');
+        const prefix = await prefixOf(principal);
+        const credential = await deps.chat.mintIdentityCredential(
+          principal,
+          {
+            localPart: orgNode(prefix, org.chat_key, extId),
+            nickname: input.name ?? member.display_name ?? extId,
+            roomPrefix: orgNodePrefix(prefix, org.chat_key),
+            ttlSeconds: input.ttl_seconds,
+          },
+          admit,
+        );
+        return { ...credential, member_id: member.id, org: org.external_id };
+      }),
+
+    /**
+     * ejabberd's question: may one org identity send to another (mod_svc_scope asks once a minute per
+     * pair, and forgets on any change of the org)? Both active members of the same active org with
+     * chat on, and the policy allows the pair.
+     */
+    mayReach: async (from: string, to: string): Promise<boolean> => {
+      const [sender, recipient] = [parseOrgNode(from), parseOrgNode(to)];
+      if (!sender || !recipient || sender.prefix !== recipient.prefix || sender.chatKey !== recipient.chatKey)
+        return false;
+      const store = orgsStore(deps.pool);
+      const org = await store.orgByChatKey(sender.chatKey);
+      if (org?.status !== 'active' || !org.chat_enabled) return false;
+      const [a, b] = await Promise.all([
+        store.member(org.id, sender.extId),
+        store.member(org.id, recipient.extId),
+      ]);
+      if (!a || !b || a.status !== 'active' || b.status !== 'active') return false;
+      return policyAllows(org.policy, a.role, b.role, await store.shareTeam(a.id, b.id));
     },
   };
 }

@@ -49,14 +49,37 @@ export interface MemberChanges {
 /** SQL of orgs, their members and teams. */
 export function orgsStore(db: Db) {
   return {
-    /** The live org of an external id, else its latest deleted one; `lock` holds its row. */
-    org: (scope: Scope, externalId: string, lock = false) =>
+    /**
+     * The live org of an external id, else its latest deleted one. `update` holds its row against
+     * every other write; `share` only against changes of the org itself (its status, chat, policy).
+     */
+    org: (scope: Scope, externalId: string, lock?: 'update' | 'share') =>
       db.maybeOne(sql.type(OrgRow)`
         select ${orgColumns} from orgs
         where app_id = ${scope.appId} and mode = ${scope.mode} and external_id = ${externalId}
         order by (status = 'deleted'), deleted_at desc
         limit 1
-        ${lock ? sql.fragment`for update` : sql.fragment``}`),
+        ${lock === 'update' ? sql.fragment`for update` : lock === 'share' ? sql.fragment`for share` : sql.fragment``}`),
+
+    orgByChatKey: (chatKey: string) =>
+      db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where chat_key = ${chatKey}`),
+
+    /** The ext_ids of every member of an org (to revoke their identities together). */
+    memberExtIds: (orgId: string) =>
+      db.anyFirst(sql.type(z.object({ ext_id: z.string() }))`
+        select ext_id from org_members where org_id = ${orgId}`),
+
+    /** Whether two members are in a team together. */
+    shareTeam: (memberA: string, memberB: string) =>
+      db.exists(sql.type(z.object({ exists: z.boolean() }))`
+        select 1 from org_team_members a join org_team_members b on b.team_id = a.team_id
+        where a.member_id = ${memberA} and b.member_id = ${memberB}`),
+
+    /** The members of a team (to take them out of its room). */
+    teamMemberExtIds: (teamId: string) =>
+      db.anyFirst(sql.type(z.object({ ext_id: z.string() }))`
+        select m.ext_id from org_team_members tm join org_members m on m.id = tm.member_id
+        where tm.team_id = ${teamId}`),
 
     /** One create or update of an app's orgs at a time: external ids stay unique and the count holds. */
     lockAppOrgs: (scope: Scope) =>
@@ -118,9 +141,11 @@ export function orgsStore(db: Db) {
 
     // ----- members ---------------------------------------------------------------------------------
 
-    member: (orgId: string, extId: string) =>
+    /** A member; `share` holds its row against changes until the transaction ends. */
+    member: (orgId: string, extId: string, lock?: 'share') =>
       db.maybeOne(sql.type(MemberRow)`
-        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.ext_id = ${extId}`),
+        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.ext_id = ${extId}
+        ${lock === 'share' ? sql.fragment`for share of m` : sql.fragment``}`),
 
     members: (orgId: string, limit: number, position?: Position) =>
       db.any(sql.type(MemberRow)`
@@ -143,6 +168,7 @@ export function orgsStore(db: Db) {
         role: Role;
         title: string | null;
         userId: string | null;
+        status: 'active' | 'disabled';
       },
       at: Date,
     ) =>
@@ -150,7 +176,7 @@ export function orgsStore(db: Db) {
         with inserted as (
           insert into org_members (id, org_id, ext_id, user_id, role, title, status, created_at, updated_at)
           values (${member.id}, ${member.orgId}, ${member.extId}, ${member.userId}, ${member.role},
-                  ${member.title}, 'active', ${sql.timestamp(at)}, ${sql.timestamp(at)})
+                  ${member.title}, ${member.status}, ${sql.timestamp(at)}, ${sql.timestamp(at)})
           returning org_id)
         update orgs set member_count = member_count + 1 where id = (select org_id from inserted)`),
 

@@ -1,0 +1,239 @@
+import { xml } from '@xmpp/client';
+import type { Element } from '@xmpp/xml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type ChatCredential,
+  type ChatSession,
+  connect,
+  joinRoom,
+  loginFailure,
+} from '../../e2e/support/xmpp.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+
+// Org identities on the real ejabberd: the policy is enforced by mod_svc_scope (asking the test
+// stack's control plane, which shares this database), team rooms by mod_muc's members-only rooms.
+
+let ctx: TestContext;
+const sessions: ChatSession[] = [];
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await Promise.all(sessions.map((session) => session.stop()));
+  await ctx.close();
+});
+
+const POLICY_TEXT = "The organisation's policy does not allow this conversation";
+
+async function orgApp(policy: 'anyone' | 'teams' | 'admins' = 'anyone') {
+  const made = await createCustomer(ctx.container);
+  const call = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
+    callWithKey(ctx.app, made.token, method, url, payload);
+  const created = await call('POST', '/v1/orgs', { externalId: 'acme', name: 'Acme', policy });
+  expect(created.statusCode, created.body).toBe(201);
+  const member = async (extId: string, fields: object = {}) => {
+    const put = await call('PUT', `/v1/orgs/acme/members/${extId}`, fields);
+    expect(put.statusCode, put.body).toBeLessThan(300);
+    return put.json();
+  };
+  const team = async (extId: string) => {
+    const put = await call('PUT', `/v1/orgs/acme/teams/${extId}`, { name: `Team ${extId}` });
+    expect(put.statusCode, put.body).toBe(201);
+  };
+  const token = async (extId: string): Promise<ChatCredential & { member_id: string }> => {
+    const minted = await call('POST', `/v1/orgs/acme/members/${extId}/chat-token`, {});
+    expect(minted.statusCode, minted.body).toBe(200);
+    return minted.json();
+  };
+  const online = async (extId: string) => {
+    const session = await connect(await token(extId));
+    sessions.push(session);
+    return session;
+  };
+  const personal = async (userId: string) => {
+    const minted = await call('POST', '/v1/realtime/chat/tokens', { user_id: userId });
+    const session = await connect(minted.json());
+    sessions.push(session);
+    return session;
+  };
+  return { ...made, call, member, team, token, online, personal };
+}
+
+let sent = 0;
+/** Sends a chat message; resolves with what came back: the message at `to`, or the error at `from`. */
+async function deliver(from: ChatSession, to: ChatSession): Promise<'delivered' | string> {
+  const id = `m${++sent}`;
+  const arrival = to
+    .next((stanza) => stanza.is('message') && stanza.attrs.id === id, 3_000)
+    .then(
+      () => 'delivered',
+      () => 'nothing arrived',
+    );
+  const refusal = from
+    .next((stanza) => stanza.is('message') && stanza.attrs.id === id && stanza.attrs.type === 'error', 3_000)
+    .then(
+      (error: Element) => {
+        const condition = error
+          .getChild('error')!
+          .children.find((c) => typeof c !== 'string' && c.name !== 'text');
+        return `${(condition as Element).name}: ${error.getChild('error')!.getChildText('text')}`;
+      },
+      () => 'no error',
+    );
+  await from.xmpp.send(
+    xml('message', { to: to.credential.jid, type: 'chat', id }, xml('body', {}, `hello ${id}`)),
+  );
+  return Promise.race([
+    arrival.then((outcome) => (outcome === 'delivered' ? outcome : refusal)),
+    refusal.then((outcome) => (outcome === 'no error' ? arrival : outcome)),
+  ]);
+}
+const REFUSED = `forbidden: ${POLICY_TEXT}`;
+
+describe('org identities on the chat server', () => {
+  it('give a member a JID of its own, apart from the personal one', async () => {
+    const app = await orgApp();
+    const member = await app.member('ana', { user_id: 'ana' });
+    const credential = await app.token('ana');
+    expect(credential.member_id).toBe(member.id);
+    expect(credential.user).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.ana$/);
+    const personal = (await app.call('POST', '/v1/realtime/chat/tokens', { user_id: 'ana' })).json();
+    expect(personal.jid).not.toBe(credential.jid);
+    expect(credential.room_prefix).toBe(credential.user.slice(0, -'ana'.length));
+  });
+
+  it('lets two members the policy allows talk, and ejabberd refuses a pair it does not', async () => {
+    const app = await orgApp('teams');
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    await app.member('bo', { teams: ['red'] });
+    await app.member('cy');
+    const [ana, bo, cy] = [await app.online('ana'), await app.online('bo'), await app.online('cy')];
+    expect(await deliver(ana, bo)).toBe('delivered');
+    expect(await deliver(bo, ana)).toBe('delivered');
+    // Straight from the client: the server itself refuses, whatever the app's API would say.
+    expect(await deliver(cy, ana)).toBe(REFUSED);
+    expect(await deliver(ana, cy)).toBe(REFUSED);
+  });
+
+  it('keeps org identities and personal ones apart both ways', async () => {
+    const app = await orgApp();
+    await app.member('ana', { user_id: 'ana' });
+    const work = await app.online('ana');
+    const home = await app.personal('bo');
+    expect(await deliver(work, home)).toBe(REFUSED);
+    expect(await deliver(home, work)).toBe(REFUSED);
+  });
+
+  it('applies a policy change at once, and admins reach everyone', async () => {
+    const app = await orgApp('anyone');
+    await app.member('ana');
+    await app.member('bo');
+    await app.member('boss', { role: 'admin' });
+    const [ana, bo, boss] = [await app.online('ana'), await app.online('bo'), await app.online('boss')];
+    expect(await deliver(ana, bo)).toBe('delivered');
+    expect((await app.call('PATCH', '/v1/orgs/acme', { policy: 'admins' })).statusCode).toBe(200);
+    expect(await deliver(ana, bo)).toBe(REFUSED);
+    expect(await deliver(ana, boss)).toBe('delivered');
+    expect(await deliver(boss, bo)).toBe('delivered');
+  });
+
+  it('lets team members into the team room, and ejabberd refuses anyone else', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    await app.member('cy');
+    const [ana, cy] = [await app.online('ana'), await app.online('cy')];
+    const room = `${ana.credential.room_prefix}red@${ana.credential.muc}`;
+    const joined = await joinRoom(ana, room);
+    expect(joined.attrs.type).toBeUndefined();
+    const refused = await joinRoom(cy, room);
+    expect(refused.attrs.type).toBe('error');
+    expect(refused.getChild('error')?.getChild('registration-required')).toBeDefined();
+    // A personal identity of the same app cannot enter either.
+    const outsider = await app.personal('dee');
+    expect((await joinRoom(outsider, room)).attrs.type).toBe('error');
+  });
+
+  it('removing a member takes them out of the room at once and refuses their next login', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    const credential = await app.token('ana');
+    const ana = await connect(credential);
+    sessions.push(ana);
+    const room = `${ana.credential.room_prefix}red@${ana.credential.muc}`;
+    await joinRoom(ana, room);
+    const kicked = ana.next((stanza) => stanza.is('presence') && stanza.attrs.type === 'unavailable', 5_000);
+    expect((await app.call('DELETE', '/v1/orgs/acme/members/ana')).statusCode).toBe(200);
+    await kicked;
+    expect(await loginFailure(credential)).toBe('not-authorized');
+  });
+
+  it('taking a member off a team takes them out of its room', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    const ana = await app.online('ana');
+    const room = `${ana.credential.room_prefix}red@${ana.credential.muc}`;
+    await joinRoom(ana, room);
+    const kicked = ana.next(
+      (stanza) =>
+        stanza.is('presence') && stanza.attrs.type === 'unavailable' && stanza.attrs.from?.startsWith(room),
+      5_000,
+    );
+    await app.member('ana', { teams: [] });
+    await kicked;
+    // The room's other notices of the kick may still be queued: wait for the join's own answer.
+    const nick = `${room}/${ana.credential.nickname}`;
+    const refused = ana.next(
+      (stanza) => stanza.is('presence') && stanza.attrs.from === nick && stanza.attrs.type === 'error',
+    );
+    void joinRoom(ana, room);
+    expect((await refused).getChild('error')?.getChild('registration-required')).toBeDefined();
+  });
+
+  it('suspending the org closes every open session and refuses logins until restored', async () => {
+    const app = await orgApp();
+    await app.member('ana');
+    await app.member('bo');
+    const credential = await app.token('ana');
+    const ana = await connect(credential);
+    sessions.push(ana);
+    const closed = new Promise<void>((resolve) => ana.xmpp.once('disconnect', () => resolve()));
+    const suspended = await app.call('PATCH', '/v1/orgs/acme', { status: 'suspended' });
+    expect(suspended.statusCode, suspended.body).toBe(200);
+    await closed;
+    expect(await loginFailure(credential)).toBe('not-authorized');
+    const refused = await app.call('POST', '/v1/orgs/acme/members/bo/chat-token', {});
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error.code).toBe('ORG_SUSPENDED');
+    await app.call('PATCH', '/v1/orgs/acme', { status: 'active' });
+    const again = await app.online('ana');
+    expect(again.xmpp.status).toBe('online');
+  });
+
+  it('turning chat off and disabling a member refuse tokens with their own codes', async () => {
+    const app = await orgApp();
+    await app.member('ana', { status: 'disabled' });
+    const disabled = await app.call('POST', '/v1/orgs/acme/members/ana/chat-token', {});
+    expect(disabled.statusCode).toBe(403);
+    expect(disabled.json().error.code).toBe('MEMBER_DISABLED');
+    await app.call('PATCH', '/v1/orgs/acme', { chat: false });
+    const off = await app.call('POST', '/v1/orgs/acme/members/ana/chat-token', {});
+    expect(off.json().error.code).toBe('ORG_CHAT_OFF');
+    expect((await app.call('POST', '/v1/orgs/acme/members/nobody/chat-token', {})).statusCode).toBe(404);
+  });
+
+  it('deleting the org locks every member', async () => {
+    const app = await orgApp();
+    await app.member('ana');
+    const credential = await app.token('ana');
+    expect(await loginFailure(credential)).toBeNull();
+    await app.call('DELETE', '/v1/orgs/acme');
+    expect(await loginFailure(credential)).toBe('not-authorized');
+    const refused = await app.call('POST', '/v1/orgs/acme/members/ana/chat-token', {});
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().error.code).toBe('ORG_DELETED');
+  });
+});
