@@ -155,12 +155,29 @@ export async function createContainer(
   const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const about = createAboutService({ pool, clock, cursors, social, sandbox });
+  const live = createLiveService({
+    pool,
+    redis,
+    clock,
+    livekit: createLiveKitClient({
+      url: settings.SVC_LIVEKIT_URL,
+      apiKey: settings.SVC_LIVEKIT_API_KEY,
+      apiSecret: settings.SVC_LIVEKIT_API_SECRET,
+    }),
+    realtime,
+    metering,
+    prices,
+    standing,
+    publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
+    onError,
+  });
   const orgs = createOrgsService({
     pool,
     clock,
     cursors,
     realtime,
     chat,
+    live,
     ejabberd,
     chatDomain: settings.SVC_CHAT_DOMAIN,
   });
@@ -214,22 +231,7 @@ export async function createContainer(
     ejabberd,
     realtime,
     chat,
-    live: createLiveService({
-      pool,
-      redis,
-      clock,
-      livekit: createLiveKitClient({
-        url: settings.SVC_LIVEKIT_URL,
-        apiKey: settings.SVC_LIVEKIT_API_KEY,
-        apiSecret: settings.SVC_LIVEKIT_API_SECRET,
-      }),
-      realtime,
-      metering,
-      prices,
-      standing,
-      publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
-      onError,
-    }),
+    live,
     objects,
     storage,
     media,

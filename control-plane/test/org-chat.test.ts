@@ -237,3 +237,130 @@ describe('org identities on the chat server', () => {
     expect(refused.json().error.code).toBe('ORG_DELETED');
   });
 });
+
+describe('the directory, conversations and calls', () => {
+  /** ana and bo share team red; gus is a guest in red; cy has no team; boss is an admin. */
+  async function teamsOrg() {
+    const app = await orgApp('teams');
+    await app.team('red');
+    await app.member('ana', { teams: ['red'], user_id: 'u-ana' });
+    await app.member('bo', { teams: ['red'] });
+    await app.member('gus', { teams: ['red'], role: 'guest' });
+    await app.member('cy');
+    await app.member('boss', { role: 'admin' });
+    return app;
+  }
+  const names = (page: { items: { ext_id: string }[] }) => page.items.map((item) => item.ext_id).sort();
+
+  it('lists whom each member may reach, and leaves out whom the policy forbids', async () => {
+    const app = await teamsOrg();
+    const directory = async (extId: string) =>
+      (await app.call('GET', `/v1/orgs/acme/members/${extId}/directory`)).json();
+    expect(names(await directory('ana'))).toEqual(['bo', 'boss', 'gus']);
+    expect(names(await directory('cy'))).toEqual(['boss']);
+    expect(names(await directory('gus'))).toEqual(['ana', 'bo', 'boss']);
+    expect(names(await directory('boss'))).toEqual(['ana', 'bo', 'cy', 'gus']);
+    const first = (await directory('ana')).items[0];
+    expect(first.jid).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.[a-z]+@chat\.local$/);
+    // Paged like every list.
+    const page = (await app.call('GET', '/v1/orgs/acme/members/boss/directory?limit=3')).json();
+    expect(page.items).toHaveLength(3);
+    const rest = (
+      await app.call('GET', `/v1/orgs/acme/members/boss/directory?cursor=${page.next_cursor}`)
+    ).json();
+    expect([...names(page), ...names(rest)].sort()).toEqual(['ana', 'bo', 'cy', 'gus']);
+    // A disabled member is nobody's contact, and reaches nobody.
+    await app.member('bo', { status: 'disabled' });
+    expect(names(await directory('ana'))).toEqual(['boss', 'gus']);
+    expect((await directory('bo')).items).toEqual([]);
+  });
+
+  it('opens a 1:1 only if the policy allows it', async () => {
+    const app = await teamsOrg();
+    const opened = await app.call('POST', '/v1/orgs/acme/conversations', { member: 'ana', with: 'bo' });
+    expect(opened.statusCode, opened.body).toBe(200);
+    expect(opened.json().with.jid).toBe((await app.token('bo')).jid);
+    const refused = await app.call('POST', '/v1/orgs/acme/conversations', { member: 'ana', with: 'cy' });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error).toMatchObject({ type: 'permission_error', code: 'ORG_POLICY' });
+    expect(
+      (await app.call('POST', '/v1/orgs/acme/conversations', { member: 'ana', with: 'ana' })).json().error
+        .code,
+    ).toBe('ORG_POLICY');
+    expect(
+      (await app.call('POST', '/v1/orgs/acme/conversations', { member: 'ana', with: 'nobody' })).statusCode,
+    ).toBe(404);
+  });
+
+  it('gives call tokens for a team room of the member and an allowed 1:1 only', async () => {
+    const app = await teamsOrg();
+    const team = await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { team: 'red' });
+    expect(team.statusCode, team.body).toBe(200);
+    expect(team.json().room).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.team\.red$/);
+    expect(team.json().identity).toMatch(/^\+[a-z0-9]{12}\.ana$/);
+    const pair = (await app.call('POST', '/v1/orgs/acme/members/bo/call-token', { with: 'ana' })).json();
+    expect(pair.room).toBe(
+      (await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { with: 'bo' })).json().room,
+    );
+    const notInTeam = await app.call('POST', '/v1/orgs/acme/members/cy/call-token', { team: 'red' });
+    expect(notInTeam.json().error.code).toBe('NOT_IN_TEAM');
+    expect(
+      (await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { with: 'cy' })).json().error.code,
+    ).toBe('ORG_POLICY');
+    for (const body of [{}, { team: 'red', with: 'bo' }])
+      expect((await app.call('POST', '/v1/orgs/acme/members/ana/call-token', body)).statusCode).toBe(422);
+  });
+
+  it('gives the signed-in user their own identities and nobody else’s', async () => {
+    const app = await teamsOrg();
+    const minted = await app.call('POST', '/v1/users/u-ana/tokens', {});
+    const userToken = minted.json().token;
+    const asUser = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object) =>
+      callWithKey(ctx.app, userToken, method, url, payload);
+    const memberships = (await asUser('GET', '/v1/me/org-memberships')).json();
+    expect(memberships.items).toHaveLength(1);
+    const [mine] = memberships.items;
+    expect(mine).toMatchObject({ ext_id: 'ana', role: 'member', teams: ['red'], muted: false });
+    expect(mine.org).toEqual({
+      external_id: 'acme',
+      name: 'Acme',
+      logo_url: null,
+      status: 'active',
+      chat: true,
+    });
+    const changed = await asUser('PATCH', `/v1/me/org-memberships/${mine.id}`, {
+      display_name: 'Ana L.',
+      muted: true,
+    });
+    expect(changed.json()).toMatchObject({ display_name: 'Ana L.', muted: true });
+    const credential = await asUser('POST', `/v1/me/org-memberships/${mine.id}/chat-token`, {});
+    expect(credential.statusCode, credential.body).toBe(200);
+    expect(credential.json()).toMatchObject({ jid: mine.jid, nickname: 'Ana L.', member_id: mine.id });
+    const session = await connect(credential.json());
+    sessions.push(session);
+    expect(names((await asUser('GET', `/v1/me/org-memberships/${mine.id}/directory`)).json())).toEqual([
+      'bo',
+      'boss',
+      'gus',
+    ]);
+    expect(
+      (await asUser('POST', `/v1/me/org-memberships/${mine.id}/conversations`, { with: 'cy' })).statusCode,
+    ).toBe(403);
+    expect(
+      (await asUser('POST', `/v1/me/org-memberships/${mine.id}/call-token`, { team: 'red' })).statusCode,
+    ).toBe(200);
+    // Another member's id is not the user's: 404 on every route.
+    const bo = (await app.call('GET', '/v1/orgs/acme/members'))
+      .json()
+      .items.find((m: { ext_id: string }) => m.ext_id === 'bo');
+    for (const [method, url, payload] of [
+      ['POST', `/v1/me/org-memberships/${bo.id}/chat-token`, {}],
+      ['GET', `/v1/me/org-memberships/${bo.id}/directory`, undefined],
+      ['PATCH', `/v1/me/org-memberships/${bo.id}`, { muted: true }],
+    ] as const)
+      expect((await asUser(method, url, payload)).statusCode, `${method} ${url}`).toBe(404);
+    // A deleted org's identities are no longer the user's.
+    await app.call('DELETE', '/v1/orgs/acme');
+    expect((await asUser('GET', '/v1/me/org-memberships')).json().items).toEqual([]);
+  });
+});

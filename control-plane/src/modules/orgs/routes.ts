@@ -1,10 +1,20 @@
 import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import {
+  CallToken,
+  CallTokenRequest,
+  Conversation,
+  ConversationRequest,
+  DirectoryPage,
   Member,
   MemberPage,
   MemberParams,
+  Membership,
+  MembershipChange,
+  MembershipPage,
+  MembershipParams,
   MemberWrite,
+  MyConversationRequest,
   Org,
   OrgChange,
   OrgChatCredential,
@@ -167,6 +177,145 @@ export const orgRoutes = (orgs: OrgsService) => [
     admission: 'in-handler',
     handler: ({ caller, params, body, admit }) =>
       orgs.memberChatToken(caller, params.org, params.ext_id, body, admit),
+  }),
+
+  route({
+    operationId: 'orgs.members.directory',
+    method: 'GET',
+    url: '/v1/orgs/:org/members/:ext_id/directory',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Who this member may start a chat with under the org’s policy',
+    description: 'Empty while the org is suspended or its chat is off, or the member is disabled.',
+    params: MemberParams,
+    query: PageQuery,
+    response: DirectoryPage,
+    errors: [404, 409],
+    handler: ({ caller, params, query }) => orgs.directory(caller, params.org, params.ext_id, query),
+  }),
+  route({
+    operationId: 'orgs.conversations.open',
+    method: 'POST',
+    url: '/v1/orgs/:org/conversations',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'Open a 1:1 between two members, only if the org’s policy allows it',
+    description:
+      '403 ORG_POLICY when it does not (and ORG_SUSPENDED, ORG_CHAT_OFF, MEMBER_DISABLED when there is no chat now). ejabberd checks the same policy on every stanza.',
+    params: OrgParams,
+    body: ConversationRequest,
+    response: Conversation,
+    errors: [403, 404, 409],
+    handler: ({ caller, params, body }) => orgs.openConversation(caller, params.org, body),
+  }),
+  route({
+    operationId: 'orgs.members.call_token',
+    method: 'POST',
+    url: '/v1/orgs/:org/members/:ext_id/call-token',
+    auth: 'secret-key',
+    tags: ORGS,
+    summary: 'A LiveKit token for a call in one of the member’s team rooms, or a 1:1 the policy allows',
+    description: 'Metered as call minutes when the member leaves, attributed to the org.',
+    params: MemberParams,
+    body: CallTokenRequest,
+    response: CallToken,
+    errors: [403, 404, 409],
+    needsBalance: true,
+    handler: ({ caller, params, body }) => orgs.callToken(caller, params.org, params.ext_id, body),
+  }),
+
+  // ----- the signed-in user's org identities -----------------------------------------------------------
+  route({
+    operationId: 'me.org_memberships.list',
+    method: 'GET',
+    url: '/v1/me/org-memberships',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'My org identities, one per org (orgs that are not deleted)',
+    query: PageQuery,
+    response: MembershipPage,
+    handler: ({ caller, query }) => orgs.myMemberships(caller, query),
+  }),
+  route({
+    operationId: 'me.org_memberships.update',
+    method: 'PATCH',
+    url: '/v1/me/org-memberships/:member_id',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'My own settings for one identity: its display name, notifications muted',
+    params: MembershipParams,
+    body: MembershipChange,
+    response: Membership,
+    errors: [404],
+    price: WRITE,
+    handler: ({ caller, params, body, tx }) => orgs.changeMyMembership(caller, params.member_id, body, tx),
+  }),
+  route({
+    operationId: 'me.org_memberships.chat_token',
+    method: 'POST',
+    url: '/v1/me/org-memberships/:member_id/chat-token',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'A chat credential for one of my org identities',
+    params: MembershipParams,
+    body: OrgChatTokenRequest,
+    response: OrgChatCredential,
+    errors: [403, 404],
+    needsBalance: true,
+    admission: 'in-handler',
+    handler: async ({ caller, params, body, admit }) => {
+      const { org, extId } = await orgs.myMembership(caller, params.member_id);
+      return orgs.memberChatToken(caller, org, extId, body, admit);
+    },
+  }),
+  route({
+    operationId: 'me.org_memberships.directory',
+    method: 'GET',
+    url: '/v1/me/org-memberships/:member_id/directory',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'Who I may start a chat with under the org’s policy',
+    params: MembershipParams,
+    query: PageQuery,
+    response: DirectoryPage,
+    errors: [404],
+    handler: async ({ caller, params, query }) => {
+      const { org, extId } = await orgs.myMembership(caller, params.member_id);
+      return orgs.directory(caller, org, extId, query);
+    },
+  }),
+  route({
+    operationId: 'me.org_memberships.conversations.open',
+    method: 'POST',
+    url: '/v1/me/org-memberships/:member_id/conversations',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'Open a 1:1 with another member if the org’s policy allows it (403 ORG_POLICY otherwise)',
+    params: MembershipParams,
+    body: MyConversationRequest,
+    response: Conversation,
+    errors: [403, 404],
+    handler: async ({ caller, params, body }) => {
+      const { org, extId } = await orgs.myMembership(caller, params.member_id);
+      return orgs.openConversation(caller, org, { member: extId, with: body.with });
+    },
+  }),
+  route({
+    operationId: 'me.org_memberships.call_token',
+    method: 'POST',
+    url: '/v1/me/org-memberships/:member_id/call-token',
+    auth: 'user-token',
+    tags: ORGS,
+    summary: 'A call from one of my org identities: a team room of mine, or a 1:1 the policy allows',
+    params: MembershipParams,
+    body: CallTokenRequest,
+    response: CallToken,
+    errors: [403, 404],
+    needsBalance: true,
+    handler: async ({ caller, params, body }) => {
+      const { org, extId } = await orgs.myMembership(caller, params.member_id);
+      return orgs.callToken(caller, org, extId, body);
+    },
   }),
 
   // ----- teams ---------------------------------------------------------------------------------------

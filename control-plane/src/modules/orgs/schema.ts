@@ -3,6 +3,13 @@ import { z } from 'zod';
 import { displayName, externalId } from '../../platform/identities.js';
 import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
 import { ChatCredential, DEFAULT_CHAT_TTL, MAX_CHAT_TTL, MIN_CHAT_TTL } from '../chat/schema.js';
+import {
+  DEFAULT_LIVE_TTL,
+  LiveTokenResponse,
+  MAX_LIVE_TTL,
+  MIN_LIVE_TTL,
+  QUALITIES,
+} from '../live/schema.js';
 
 /** Per app and key mode, per org and per member (docs/orgs.md). */
 export const ORG_LIMITS = {
@@ -188,6 +195,99 @@ export const OrgChatCredential = Type.Object(
   },
 );
 
+const Jid = Type.String({ description: 'The member’s org identity: its chat address' });
+
+export const DirectoryEntry = Type.Object(
+  { ...Member.properties, jid: Jid },
+  { additionalProperties: false },
+);
+export const DirectoryPage = Page(
+  DirectoryEntry,
+  'Active members this member may open a 1:1 with under the org’s policy, newest first',
+);
+
+const WithMember = externalId('The other member’s ext_id');
+export const ConversationRequest = Type.Object(
+  { member: externalId('The member who opens it (ext_id)'), with: WithMember },
+  { additionalProperties: false },
+);
+export const MyConversationRequest = Type.Object({ with: WithMember }, { additionalProperties: false });
+
+const Peer = Type.Object(
+  { id: Type.String(), ext_id: Type.String(), jid: Jid },
+  { additionalProperties: false },
+);
+export const Conversation = Type.Object(
+  { member: Peer, with: Peer },
+  {
+    additionalProperties: false,
+    description:
+      'The two identities may now chat: send to with.jid from member’s org identity (ejabberd checks the same policy on every stanza)',
+  },
+);
+
+export const CallTokenRequest = Type.Object(
+  {
+    team: Type.Optional(externalId('A team of the member: a call in its team room')),
+    with: Type.Optional(externalId('Another member (ext_id): a 1:1 call, if the policy allows it')),
+    publish: Type.Optional(Type.Boolean({ description: 'Whether this participant publishes; default true' })),
+    quality: Type.Optional(literalUnion(QUALITIES, { description: 'Declared video quality; default hd' })),
+    ttl_seconds: Type.Integer({ minimum: MIN_LIVE_TTL, maximum: MAX_LIVE_TTL, default: DEFAULT_LIVE_TTL }),
+  },
+  { additionalProperties: false, description: 'Exactly one of team and with' },
+);
+export const CallToken = Type.Object(
+  {
+    ...LiveTokenResponse.properties,
+    identity: Type.String({ description: 'The member’s identity in the call (not the user’s personal one)' }),
+  },
+  { additionalProperties: false },
+);
+
+export const MembershipParams = Type.Object(
+  { member_id: Type.String({ minLength: 1, maxLength: 64, description: 'The membership’s id (mem_…)' }) },
+  { additionalProperties: false },
+);
+
+export const Membership = Type.Object(
+  {
+    id: Type.String({ description: 'member_id' }),
+    ext_id: Type.String(),
+    role: Role,
+    title: Type.Union([Type.String(), Type.Null()]),
+    status: literalUnion(MEMBER_STATUSES),
+    teams: Type.Array(Type.String()),
+    jid: Jid,
+    display_name: Type.Union([Type.String(), Type.Null()]),
+    muted: Type.Boolean(),
+    org: Type.Object(
+      {
+        external_id: Type.String(),
+        name: Type.String(),
+        logo_url: Type.Union([Type.String(), Type.Null()]),
+        status: literalUnion(['active', 'suspended'] as const),
+        chat: Type.Boolean(),
+      },
+      { additionalProperties: false },
+    ),
+    ...Timestamps,
+  },
+  { additionalProperties: false },
+);
+export const MembershipPage = Page(Membership, 'The user’s org identities, one per org, newest first');
+
+export const MembershipChange = Type.Object(
+  {
+    display_name: Type.Optional(
+      Type.Union([displayName(64, 'How this identity is shown (its default chat nickname)'), Type.Null()]),
+    ),
+    muted: Type.Optional(
+      Type.Boolean({ description: 'Notifications off for this identity (the app’s client honours it)' }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
 /** mod_svc_scope's question: may one org identity send to another (local parts)? */
 export const ReachQuestion = Type.Object(
   { from: Type.String({ maxLength: 1023 }), to: Type.String({ maxLength: 1023 }) },
@@ -245,6 +345,17 @@ export const MemberRow = z.object({
   updated_at: z.date(),
 });
 export type MemberRow = z.infer<typeof MemberRow>;
+
+/** A member with what the member's own user sees of the org. */
+export const MembershipRow = MemberRow.extend({
+  org_external_id: z.string(),
+  org_name: z.string(),
+  org_logo_url: z.string().nullable(),
+  org_status: z.enum(ORG_STATUSES),
+  org_chat: z.boolean(),
+  org_chat_key: z.string(),
+});
+export type MembershipRow = z.infer<typeof MembershipRow>;
 
 export const TeamRow = z.object({
   id: z.string(),

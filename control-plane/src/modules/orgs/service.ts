@@ -1,19 +1,27 @@
 import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
 import type { AdmissionScript } from '../../platform/admission.js';
-import type { Principal } from '../../platform/caller.js';
+import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
-import { orgNode, orgNodePrefix, parseOrgNode } from '../../platform/identities.js';
+import {
+  nodeOf,
+  ORG_IDENTITY_MARKER,
+  orgNode,
+  orgNodePrefix,
+  parseOrgNode,
+} from '../../platform/identities.js';
 import { newId, randomBase62 } from '../../platform/ids.js';
 import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { ChatService } from '../chat/service.js';
+import type { LiveService } from '../live/service.js';
 import type { RealtimeService } from '../realtime/service.js';
 import { policyAllows } from './policy.js';
 import {
   EMBEDDED_PAGE,
   type MemberRow,
+  type MembershipRow,
   ORG_LIMITS,
   type OrgRow,
   type Policy,
@@ -85,6 +93,7 @@ export function createOrgsService(deps: {
   cursors: Cursors;
   realtime: RealtimeService;
   chat: ChatService;
+  live: LiveService;
   ejabberd: EjabberdClient;
   chatDomain: string;
 }) {
@@ -143,6 +152,67 @@ export function createOrgsService(deps: {
     if (org.status === 'deleted') throw orgDeleted();
     return org;
   }
+
+  /** An org (not deleted) and one of its members, or 404 / 409 ORG_DELETED. */
+  async function memberOf(db: Db, principal: Principal, externalId: string, extId: string) {
+    const org = await orgOf(db, principal, externalId);
+    if (org.status === 'deleted') throw orgDeleted();
+    const member = await orgsStore(db).member(org.id, extId);
+    if (!member) throw errors.notFound('Member');
+    return { org, member };
+  }
+
+  /** Whether the org and the member have chat now. */
+  const chatAllowed = (org: OrgRow, member: MemberRow) =>
+    org.status === 'active' && org.chat_enabled && member.status === 'active';
+
+  /** 403 with the reason when the org or the member has no chat now. */
+  function requireChat(org: OrgRow, member: MemberRow) {
+    if (org.status === 'suspended') throw noChat('The org is suspended', 'ORG_SUSPENDED');
+    if (!org.chat_enabled) throw noChat('Chat is off for the org', 'ORG_CHAT_OFF');
+    if (member.status === 'disabled') throw noChat(`Member ${member.ext_id} is disabled`, 'MEMBER_DISABLED');
+  }
+
+  /** Two members who may open a 1:1 now, or the 403 that says why not. */
+  async function allowedPair(principal: Principal, externalId: string, extId: string, withExtId: string) {
+    const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
+    const peer = await orgsStore(deps.pool).member(org.id, withExtId);
+    if (!peer) throw errors.notFound('Member');
+    requireChat(org, member);
+    const allowed =
+      peer.id !== member.id &&
+      peer.status === 'active' &&
+      policyAllows(
+        org.policy,
+        member.role,
+        peer.role,
+        await orgsStore(deps.pool).shareTeam(member.id, peer.id),
+      );
+    if (!allowed)
+      throw noChat(`The org's policy does not let ${extId} open a 1:1 with ${withExtId}`, 'ORG_POLICY');
+    return { org, member, peer };
+  }
+
+  const presentMembership = (prefix: string, row: MembershipRow) => ({
+    id: row.id,
+    ext_id: row.ext_id,
+    role: row.role,
+    title: row.title,
+    status: row.status,
+    teams: row.teams,
+    jid: jid(orgNode(prefix, row.org_chat_key, row.ext_id)),
+    display_name: row.display_name,
+    muted: row.muted,
+    org: {
+      external_id: row.org_external_id,
+      name: row.org_name,
+      logo_url: row.org_logo_url,
+      status: row.org_status as 'active' | 'suspended',
+      chat: row.org_chat,
+    },
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  });
 
   const memberPage = (db: Db, orgId: string, limit: number, cursor?: string) =>
     orgsStore(db)
@@ -419,6 +489,127 @@ export function createOrgsService(deps: {
 
     // ----- identities ------------------------------------------------------------------------------
 
+    /** Who the member may open a 1:1 with (nobody while the org or the member has no chat). */
+    directory: async (
+      principal: Principal,
+      externalId: string,
+      extId: string,
+      query: { limit: number; cursor?: string },
+    ) => {
+      const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
+      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const rows = chatAllowed(org, member)
+        ? await orgsStore(deps.pool).directory(org, member, query.limit, position)
+        : [];
+      const prefix = await prefixOf(principal);
+      return deps.cursors.page(rows, query.limit, (row) => ({
+        ...presentMember(row),
+        jid: jid(orgNode(prefix, org.chat_key, row.ext_id)),
+      }));
+    },
+
+    /**
+     * Opens a 1:1 between two members if the policy allows it (403 ORG_POLICY otherwise): nothing to
+     * set up on the server, which checks the same policy on every stanza; the answer is the pair's
+     * addresses.
+     */
+    openConversation: async (
+      principal: Principal,
+      externalId: string,
+      input: { member: string; with: string },
+    ) => {
+      const { org, member, peer } = await allowedPair(principal, externalId, input.member, input.with);
+      const prefix = await prefixOf(principal);
+      const present = (row: MemberRow) => ({
+        id: row.id,
+        ext_id: row.ext_id,
+        jid: jid(orgNode(prefix, org.chat_key, row.ext_id)),
+      });
+      return { member: present(member), with: present(peer) };
+    },
+
+    /**
+     * A LiveKit token for the member: in a team room of theirs, or a 1:1 the policy allows. The
+     * room and identity are the org's own (apart from the app's and the user's personal ones).
+     */
+    callToken: async (
+      principal: Principal,
+      externalId: string,
+      extId: string,
+      input: {
+        team?: string;
+        with?: string;
+        publish?: boolean;
+        quality?: 'hd' | 'fhd' | '4k';
+        ttl_seconds: number;
+      },
+    ) => {
+      if ((input.team === undefined) === (input.with === undefined))
+        throw errors.invalidField('body', 'team', 'give exactly one of team (a team room) and with (a 1:1)');
+      let room: string;
+      let org: OrgRow;
+      if (input.with !== undefined) {
+        const pair = await allowedPair(principal, externalId, extId, input.with);
+        org = pair.org;
+        // One room per pair, whoever calls: the two ext_ids' nodes in order.
+        room = [nodeOf(extId), nodeOf(input.with)].sort().join('~');
+      } else {
+        const found = await memberOf(deps.pool, principal, externalId, extId);
+        org = found.org;
+        requireChat(org, found.member);
+        if (!found.member.teams.includes(input.team!))
+          throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
+        room = `team.${nodeOf(input.team!)}`;
+      }
+      const token = await deps.live.mintToken(principal, {
+        room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
+        identity: `${ORG_IDENTITY_MARKER}${org.chat_key}.${nodeOf(extId)}`,
+        kind: 'call',
+        publish: input.publish ?? true,
+        quality: input.quality ?? 'hd',
+        ttl_seconds: input.ttl_seconds,
+      });
+      return { ...token, identity: `${ORG_IDENTITY_MARKER}${org.chat_key}.${nodeOf(extId)}` };
+    },
+
+    // ----- the signed-in user's side -------------------------------------------------------------
+
+    myMemberships: async (user: UserPrincipal, query: { limit: number; cursor?: string }) => {
+      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const rows = await orgsStore(deps.pool).membershipsOf(user, user.userId, query.limit, position);
+      const prefix = await prefixOf(user);
+      return deps.cursors.page(rows, query.limit, (row) => presentMembership(prefix, row));
+    },
+
+    /** The org and ext_id of one of the user's memberships (404 for anyone else's). */
+    myMembership: async (user: UserPrincipal, memberId: string) => {
+      const row = await orgsStore(deps.pool).membershipOf(user, user.userId, memberId);
+      if (!row) throw errors.notFound('Membership');
+      return { org: row.org_external_id, extId: row.ext_id };
+    },
+
+    changeMyMembership: async (
+      user: UserPrincipal,
+      memberId: string,
+      input: { display_name?: string | null; muted?: boolean },
+      tx: Transaction,
+    ) => {
+      const store = orgsStore(tx);
+      if (!(await store.membershipOf(user, user.userId, memberId))) throw errors.notFound('Membership');
+      await store.setOwnSettings(
+        memberId,
+        {
+          ...(input.display_name === undefined ? {} : { displayName: input.display_name }),
+          ...(input.muted === undefined ? {} : { muted: input.muted }),
+        },
+        deps.clock.now(),
+      );
+      return presentMembership(
+        await prefixOf(user),
+        (await store.membershipOf(user, user.userId, memberId))!,
+      );
+    },
+
     /**
      * A chat credential for a member's org identity. The org and the member are held (share locks)
      * until the credential is written, so a suspension or removal committed meanwhile waits, then
@@ -436,9 +627,7 @@ export function createOrgsService(deps: {
         if (org.status === 'deleted') throw orgDeleted();
         const member = await orgsStore(tx).member(org.id, extId, 'share');
         if (!member) throw errors.notFound('Member');
-        if (org.status === 'suspended') throw noChat('The org is suspended', 'ORG_SUSPENDED');
-        if (!org.chat_enabled) throw noChat('Chat is off for the org', 'ORG_CHAT_OFF');
-        if (member.status === 'disabled') throw noChat('The member is disabled', 'MEMBER_DISABLED');
+        requireChat(org, member);
         const prefix = await prefixOf(principal);
         const credential = await deps.chat.mintIdentityCredential(
           principal,

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
-import { MemberRow, OrgRow, type Policy, type Role, TeamRow } from './schema.js';
+import { MemberRow, MembershipRow, OrgRow, type Policy, type Role, TeamRow } from './schema.js';
 
 interface Scope {
   appId: string;
@@ -153,6 +153,62 @@ export function orgsStore(db: Db) {
         where m.org_id = ${orgId} ${after(position, 'm')}
         order by m.created_at desc, m.id desc
         limit ${limit + 1}`),
+
+    /**
+     * The active members `me` may open a 1:1 with under the org's policy (policy.ts says the same
+     * pair by pair): everyone for an admin; the admins for anyone; teammates when either is a guest
+     * or the policy is `teams`; everyone else under `anyone`. Newest first.
+     */
+    directory: (org: OrgRow, me: MemberRow, limit: number, position?: Position) =>
+      db.any(sql.type(MemberRow)`
+        with teammates as (
+          select distinct b.member_id from org_team_members a
+          join org_team_members b on b.team_id = a.team_id
+          where a.member_id = ${me.id})
+        select ${memberColumns} from org_members m
+        where m.org_id = ${org.id} and m.id <> ${me.id} and m.status = 'active'
+          and (${me.role} = 'admin' or m.role = 'admin'
+               or ((${me.role} = 'guest' or m.role = 'guest' or ${org.policy} = 'teams')
+                   and m.id in (select member_id from teammates))
+               or (${me.role} <> 'guest' and m.role <> 'guest' and ${org.policy} = 'anyone'))
+          ${after(position, 'm')}
+        order by m.created_at desc, m.id desc
+        limit ${limit + 1}`),
+
+    /** A user's memberships in the app's orgs that are not deleted, newest first, with their org. */
+    membershipsOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
+      db.any(sql.type(MembershipRow)`
+        select ${memberColumns}, o.external_id as org_external_id, o.name as org_name,
+               o.logo_url as org_logo_url, o.status as org_status, o.chat_enabled as org_chat,
+               o.chat_key as org_chat_key
+        from org_members m join orgs o on o.id = m.org_id
+        where m.user_id = ${userId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode}
+          and o.status <> 'deleted' ${after(position, 'm')}
+        order by m.created_at desc, m.id desc
+        limit ${limit + 1}`),
+
+    /** A user's own membership by its id, in an org of the app that is not deleted. */
+    membershipOf: (scope: Scope, userId: string, memberId: string) =>
+      db.maybeOne(sql.type(MembershipRow)`
+        select ${memberColumns}, o.external_id as org_external_id, o.name as org_name,
+               o.logo_url as org_logo_url, o.status as org_status, o.chat_enabled as org_chat,
+               o.chat_key as org_chat_key
+        from org_members m join orgs o on o.id = m.org_id
+        where m.id = ${memberId} and m.user_id = ${userId} and o.app_id = ${scope.appId}
+          and o.mode = ${scope.mode} and o.status <> 'deleted'`),
+
+    /** The user's own settings for a membership. */
+    setOwnSettings: (
+      memberId: string,
+      settings: { displayName?: string | null; muted?: boolean },
+      at: Date,
+    ) =>
+      db.query(sql.unsafe`
+        update org_members set
+          display_name = ${settings.displayName === undefined ? sql.fragment`display_name` : sql.fragment`${settings.displayName}`},
+          muted = coalesce(${settings.muted ?? null}, muted),
+          updated_at = ${sql.timestamp(at)}
+        where id = ${memberId}`),
 
     /** The member linked to a user in an org, other than `exceptId`. */
     memberOfUser: (orgId: string, userId: string, exceptId: string | null) =>
