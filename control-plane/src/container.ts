@@ -112,6 +112,8 @@ export async function createContainer(
       mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
       wsUrl: settings.SVC_CHAT_WS_URL,
     },
+    // The orgs module is made later (it uses this one): asked late, like the realtime module's rooms.
+    orgOfChatKey: (chatKey) => orgs.orgIdOfChatKey(chatKey),
   });
   const objects = createObjectStore({
     endpoint: settings.SVC_S3_ENDPOINT,
@@ -178,6 +180,7 @@ export async function createContainer(
     realtime,
     chat,
     live,
+    billing: core.billing,
     ejabberd,
     chatDomain: settings.SVC_CHAT_DOMAIN,
   });

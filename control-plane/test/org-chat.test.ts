@@ -1,6 +1,7 @@
 import { xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join as joinLive } from '../../e2e/support/livekit.js';
 import {
   type ChatCredential,
   type ChatSession,
@@ -362,5 +363,70 @@ describe('the directory, conversations and calls', () => {
     // A deleted org's identities are no longer the user's.
     await app.call('DELETE', '/v1/orgs/acme');
     expect((await asUser('GET', '/v1/me/org-memberships')).json().items).toEqual([]);
+  });
+});
+
+describe('usage per org', () => {
+  it('attributes org identities’ active users and call minutes to their org, adding up to the account’s', async () => {
+    const app = await orgApp();
+    await app.call('POST', '/v1/orgs', { externalId: 'beta', name: 'Beta' });
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    await app.member('bo', { teams: ['red'] });
+    await app.call('PUT', '/v1/orgs/beta/members/cy', {});
+    // Logins through ejabberd: two identities of acme (one logs in twice), one of beta, one personal.
+    await app.online('ana');
+    await app.online('ana');
+    await app.online('bo');
+    const beta = (await app.call('POST', '/v1/orgs/beta/members/cy/chat-token', {})).json();
+    sessions.push(await connect(beta));
+    await app.personal('dee');
+    // A call in the team room, through the real LiveKit: its minutes are metered when the member leaves.
+    const call = (await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { team: 'red' })).json();
+    const participant = await joinLive(call.url, call.token);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await participant.leave();
+    await ctx.container.accrual.flush();
+
+    const today = new Date().toISOString().slice(0, 10);
+    const lines = async (org: string) =>
+      (await app.call('GET', `/v1/orgs/${org}/usage?frm=${today}&to=${today}`)).json();
+    const quantityOf = (
+      report: { usage: { product: string; metric: string; quantity: number }[] },
+      metric: string,
+    ) => report.usage.filter((line) => line.metric === metric).reduce((sum, line) => sum + line.quantity, 0);
+    let acme = await lines('acme');
+    for (
+      let i = 0;
+      i < 50 && !acme.usage.some((line: { product: string }) => line.product !== 'chat');
+      i += 1
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      acme = await lines('acme');
+    }
+    expect(quantityOf(acme, 'monthly_active_users')).toBe(2);
+    const minutes = acme.usage.find((line: { product: string }) => line.product !== 'chat');
+    expect(minutes, JSON.stringify(acme.usage)).toBeDefined();
+    expect(minutes.list_price_micros).toBeGreaterThanOrEqual(minutes.cost_micros);
+    expect(quantityOf(await lines('beta'), 'monthly_active_users')).toBe(1);
+
+    // Every org's report, and the account's: the orgs' lines are part of the account's, no more.
+    const all = (await app.call('GET', `/v1/orgs/usage?frm=${today}&to=${today}`)).json();
+    expect(all.items.map((item: { org: string }) => item.org).sort()).toEqual(['acme', 'beta']);
+    const account = await ctx.container.billing.usageReport(app.account.id, 'test', 1);
+    const orgCost = all.items.reduce(
+      (sum: number, item: { total: { cost_micros: number } }) => sum + item.total.cost_micros,
+      0,
+    );
+    const personalMau = 1;
+    expect(quantityOf(account, 'monthly_active_users')).toBe(
+      all.items.reduce(
+        (sum: number, item: Parameters<typeof quantityOf>[0]) =>
+          sum + quantityOf(item, 'monthly_active_users'),
+        0,
+      ) + personalMau,
+    );
+    expect(orgCost).toBeLessThanOrEqual(account.total.cost_micros);
+    expect((await app.call('GET', `/v1/orgs/acme/usage?frm=${today}&to=2020-01-01`)).statusCode).toBe(422);
   });
 });

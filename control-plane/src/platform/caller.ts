@@ -22,6 +22,8 @@ export interface Payer {
   accountId: string;
   appId: string;
   mode: KeyMode;
+  /** The org (its id) whose identities made usage known afterwards: its usage lines are the org's. */
+  orgId?: string;
 }
 
 /** Why a presented key was refused: each case gets its own 401 message. */

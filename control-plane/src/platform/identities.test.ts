@@ -6,6 +6,7 @@ import {
   isExternalId,
   isPostText,
   nodeOf,
+  orgKeyOfIdentity,
   orgNode,
   orgNodePrefix,
   parseChatIdentity,
@@ -126,11 +127,15 @@ describe('org nodes', () => {
       expect(node).not.toBe(scopedNode(PREFIX, id));
       expect(parseChatIdentity(node)).toEqual({
         prefix: PREFIX,
-        id: node.slice(PREFIX.length + 1),
+        id: ` ${node.slice(PREFIX.length + 1)}`,
         orgKey: KEY,
       });
     }
     expect(parseChatIdentity(scopedNode(PREFIX, 'ana'))).toEqual({ prefix: PREFIX, id: 'ana', orgKey: null });
+    expect(orgKeyOfIdentity(parseChatIdentity(orgNode(PREFIX, KEY, 'Ana'))!.id)).toBe(KEY);
+    expect(orgKeyOfIdentity('+ana.b')).toBeNull();
+    // An app user whose id looks like an org identity's is still a user of its own.
+    expect(orgKeyOfIdentity(parseChatIdentity(scopedNode(PREFIX, `+${KEY}.ana`))!.id)).toBeNull();
   });
 
   it('are null for a malformed key or ext_id', () => {

@@ -214,8 +214,9 @@ export function parseOrgNode(node: string): { prefix: string; chatKey: string; e
 /**
  * Who a chat login is, for the checks every identity shares (the credential, the spend gate, the
  * monthly active count): the app prefix and an id unique within the app, the user's own id for a
- * personal node and `+<chat key>.<node>` for an org identity (whose node no user id has), with the
- * org's chat key. Null for anything else.
+ * personal node and ` +<chat key>.<node>` for an org identity, with the org's chat key. The leading
+ * space keeps the two apart: no app id begins with a space, whatever else it holds. Null for
+ * anything else.
  */
 export function parseChatIdentity(
   node: string,
@@ -224,6 +225,13 @@ export function parseChatIdentity(
   if (user) return { ...user, orgKey: null };
   const member = parseOrgNode(node);
   return (
-    member && { prefix: member.prefix, id: node.slice(member.prefix.length + 1), orgKey: member.chatKey }
+    member && {
+      prefix: member.prefix,
+      id: ` ${node.slice(member.prefix.length + 1)}`,
+      orgKey: member.chatKey,
+    }
   );
 }
+
+/** The org chat key of an identity id as parseChatIdentity gives it (` +<key>.<node>`), or null. */
+export const orgKeyOfIdentity = (id: string) => /^ \+([a-z0-9]{12})\./.exec(id)?.[1] ?? null;

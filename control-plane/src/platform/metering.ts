@@ -142,7 +142,8 @@ export function createMetering(deps: {
     const at = deps.clock.now();
     return sql.type(MeterResult)`
       select charged_micros, balance_micros_after, version_after, crossed_zero
-      from svc_meter(${meterArguments(payer, metered, at, day ?? utcDay(at))}, ${conditional})`;
+      from svc_meter(${meterArguments(payer, metered, at, day ?? utcDay(at))}, ${conditional},
+                     ${payer.orgId ?? ''})`;
   };
 
   /** A balance that went from funded to not (or back) is told to every replica's standing cache. */

@@ -6,7 +6,7 @@ import { newId } from '../../platform/ids.js';
 import { formatUsd } from '../../platform/money.js';
 import type { Outbox } from '../../platform/outbox.js';
 import { metricKey } from '../../platform/price-catalogue.js';
-import { inUnits, type Prices } from '../../platform/prices.js';
+import { inUnits, type Prices, type PriceTable } from '../../platform/prices.js';
 import type { Standing } from '../../platform/standing.js';
 import { inTransaction } from '../../platform/transaction.js';
 import { presentPriceTable } from '../pricing/service.js';
@@ -15,6 +15,32 @@ import { billingStore } from './store.js';
 
 /** USD as a JSON number: exact to the micro-dollar because it is parsed from the formatted decimal. */
 export const usdNumber = (micros: number) => Number(formatUsd(micros));
+
+/** A usage line in the priced unit, with its cost. */
+function presentUsage(
+  table: PriceTable,
+  row: {
+    day: string;
+    product: string;
+    metric: string;
+    quantity: number;
+    billable_quantity: number;
+    cost_micros: number;
+  },
+) {
+  const price = table.get(metricKey(row.product, row.metric));
+  const unitSize = price?.unitSize ?? 1;
+  return {
+    day: row.day,
+    product: row.product,
+    metric: row.metric,
+    unit: price?.unit ?? 'unit',
+    quantity: inUnits(row.quantity, unitSize),
+    billable_quantity: inUnits(row.billable_quantity, unitSize),
+    cost_usd: usdNumber(row.cost_micros),
+    cost_micros: row.cost_micros,
+  };
+}
 
 const monthOf = (day: string) => `${day.slice(0, 7)}-01`;
 
@@ -138,6 +164,53 @@ export function createBillingService(deps: {
       };
     },
 
+    /**
+     * The usage of orgs (their ids) per day, product and metric from `fromDay` to `toDay`: each org's
+     * lines with the billed cost and the list price, and its totals. The lines are the account's own
+     * (the ledger's), so the orgs' usage adds up to the account's for the same days.
+     */
+    orgUsage: async (
+      accountId: string,
+      mode: KeyMode,
+      orgIds: readonly string[],
+      fromDay: string,
+      toDay: string,
+    ) => {
+      const [table, rows] = await Promise.all([
+        deps.prices.table(),
+        billingStore(deps.pool).orgUsageByDay(accountId, mode, orgIds, fromDay, toDay),
+      ]);
+      const byOrg = new Map(
+        orgIds.map((id) => [id, { lines: [] as ReturnType<typeof presentOrgLine>[], cost: 0, list: 0 }]),
+      );
+      const presentOrgLine = (row: (typeof rows)[number]) => ({
+        ...presentUsage(table, row),
+        list_price_usd: usdNumber(row.list_micros),
+        list_price_micros: row.list_micros,
+      });
+      for (const row of rows) {
+        const org = byOrg.get(row.org_id)!;
+        org.lines.push(presentOrgLine(row));
+        org.cost += row.cost_micros;
+        org.list += row.list_micros;
+      }
+      return new Map(
+        [...byOrg].map(([id, org]) => [
+          id,
+          {
+            usage: org.lines,
+            total: {
+              cost_usd: usdNumber(org.cost),
+              cost_micros: org.cost,
+              list_price_usd: usdNumber(org.list),
+              list_price_micros: org.list,
+              charged: mode === 'live',
+            },
+          },
+        ]),
+      );
+    },
+
     /** Usage per day, product and metric over the last `days` UTC days (today included), for one key mode. */
     usageReport: async (accountId: string, mode: KeyMode, days: number) => {
       if (!Number.isInteger(days) || days < 1 || days > MAX_USAGE_DAYS)
@@ -160,20 +233,7 @@ export function createBillingService(deps: {
         mode,
         from,
         to: today,
-        usage: rows.map((row) => {
-          const price = table.get(metricKey(row.product, row.metric));
-          const unitSize = price?.unitSize ?? 1;
-          return {
-            day: row.day,
-            product: row.product,
-            metric: row.metric,
-            unit: price?.unit ?? 'unit',
-            quantity: inUnits(row.quantity, unitSize),
-            billable_quantity: inUnits(row.billable_quantity, unitSize),
-            cost_usd: usdNumber(row.cost_micros),
-            cost_micros: row.cost_micros,
-          };
-        }),
+        usage: rows.map((row) => presentUsage(table, row)),
         total: { cost_usd: usdNumber(totalMicros), cost_micros: totalMicros, charged: mode === 'live' },
         prices: presentPriceTable(table),
         allowances: [...table.values()]

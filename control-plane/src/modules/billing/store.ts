@@ -7,6 +7,16 @@ const ledgerColumns = sql.fragment`
   id, account_id, kind, amount_micros, reference, balance_after_micros, app_id, to_char(day, 'YYYY-MM-DD') as day,
   created_at, updated_at`;
 
+/** A usage line of a day, product and metric (summed over its prices and orgs). */
+const UsageDayRow = z.object({
+  day: z.string(),
+  product: z.string(),
+  metric: z.string(),
+  quantity: z.number().int(),
+  billable_quantity: z.number().int(),
+  cost_micros: z.number().int(),
+});
+
 /** SQL of balances and the append-only ledger. */
 export function billingStore(db: Db) {
   return {
@@ -64,18 +74,32 @@ export function billingStore(db: Db) {
           where account_id = ${accountId} and mode = ${mode} and month = ${month}`,
       ),
 
+    /**
+     * The usage lines of orgs (their ids) from `fromDay` to `toDay` (UTC, both included), per org, day,
+     * product and metric, with the list price: what the quantity costs before any free allowance.
+     */
+    orgUsageByDay: (
+      accountId: string,
+      mode: string,
+      orgIds: readonly string[],
+      fromDay: string,
+      toDay: string,
+    ) =>
+      db.any(
+        sql.type(UsageDayRow.extend({ org_id: z.string(), list_micros: z.number().int() }))`
+          select org_id, to_char(day, 'YYYY-MM-DD') as day, product, metric, sum(quantity)::bigint as quantity,
+                 sum(billable_quantity)::bigint as billable_quantity, sum(cost_micros)::bigint as cost_micros,
+                 sum(floor(quantity::numeric * price_micros / unit_size))::bigint as list_micros
+          from usage_daily
+          where org_id = any(${sql.array(orgIds, 'text')}) and account_id = ${accountId} and mode = ${mode}
+            and day between ${fromDay} and ${toDay}
+          group by org_id, day, product, metric
+          order by day desc, product, metric`,
+      ),
+
     usageByDay: (accountId: string, mode: string, fromDay: string) =>
       db.any(
-        sql.type(
-          z.object({
-            day: z.string(),
-            product: z.string(),
-            metric: z.string(),
-            quantity: z.number().int(),
-            billable_quantity: z.number().int(),
-            cost_micros: z.number().int(),
-          }),
-        )`
+        sql.type(UsageDayRow)`
           select to_char(day, 'YYYY-MM-DD') as day, product, metric, sum(quantity)::bigint as quantity,
                  sum(billable_quantity)::bigint as billable_quantity, sum(cost_micros)::bigint as cost_micros
           from usage_daily

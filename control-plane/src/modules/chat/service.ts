@@ -13,7 +13,7 @@ import {
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { KeyMode, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
-import { parseChatIdentity, scopedNode } from '../../platform/identities.js';
+import { orgKeyOfIdentity, parseChatIdentity, scopedNode } from '../../platform/identities.js';
 import type { Metering, UsagePrice } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
@@ -99,6 +99,8 @@ export function createChatService(deps: {
   prices: Prices;
   standing: Standing;
   settings: ChatSettings;
+  /** The org (its id) of an org identity's chat key, for its monthly active users' usage line. */
+  orgOfChatKey: (chatKey: string) => Promise<string | null>;
 }) {
   const jidOf = (localPart: string) => `${localPart}@${deps.settings.chatDomain}`;
   const login = redisScript<string>(deps.redis, LOGIN);
@@ -138,26 +140,30 @@ export function createChatService(deps: {
       );
       const byPayer = new Map<
         string,
-        { appId: string; mode: KeyMode; day: string; price: UsagePrice; count: number }
+        { appId: string; mode: KeyMode; day: string; price: UsagePrice; orgKey: string | null; count: number }
       >();
       for (const user of added) {
         const price = priceOf.get(field(user.app_id, user.mode, user.user_id))!;
-        const key = field(user.app_id, user.mode, user.day, ...priceParts(price));
+        // An org identity is an active user of its org: its line is the org's.
+        const orgKey = orgKeyOfIdentity(user.user_id);
+        const key = field(user.app_id, user.mode, user.day, orgKey ?? '', ...priceParts(price));
         const group = byPayer.get(key) ?? {
           appId: user.app_id,
           mode: user.mode,
           day: user.day,
           price,
+          orgKey,
           count: 0,
         };
         group.count += 1;
         byPayer.set(key, group);
       }
       for (const key of [...byPayer.keys()].sort()) {
-        const { appId, mode, day, price, count } = byPayer.get(key)!;
+        const { appId, mode, day, price, orgKey, count } = byPayer.get(key)!;
+        const orgId = orgKey === null ? null : await deps.orgOfChatKey(orgKey);
         await deps.metering.meter(
           tx,
-          { accountId, appId, mode },
+          { accountId, appId, mode, ...(orgId ? { orgId } : {}) },
           [{ product: 'chat', metric: 'monthly_active_users', quantity: count, price }],
           day,
         );

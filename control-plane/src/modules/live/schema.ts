@@ -64,6 +64,8 @@ export const LiveTokenResponse = Type.Object(
 export const ATTRIBUTE_KIND = 'svc.kind';
 export const ATTRIBUTE_QUALITY = 'svc.quality';
 export const ATTRIBUTE_PUBLISHER = 'svc.publisher';
+/** The org (its id) a participant calls for: its minutes are attributed to the org. */
+export const ATTRIBUTE_ORG = 'svc.org';
 
 export const OpenSessionRow = z.object({
   participant_sid: z.string(),
@@ -75,6 +77,7 @@ export const OpenSessionRow = z.object({
   kind: z.enum(KINDS),
   declared_quality: z.enum(QUALITIES),
   published_quality: z.enum(QUALITIES).nullable(),
+  org_id: z.string().nullable(),
   joined_at: z.date(),
   last_seen_at: z.date(),
 });

@@ -21,6 +21,7 @@ import { inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { RealtimeService } from '../realtime/service.js';
 import {
   ATTRIBUTE_KIND,
+  ATTRIBUTE_ORG,
   ATTRIBUTE_PUBLISHER,
   ATTRIBUTE_QUALITY,
   higherQuality,
@@ -92,6 +93,7 @@ const payerOf = (session: OpenSessionRow): Payer => ({
   accountId: session.account_id,
   appId: session.app_id,
   mode: session.mode,
+  ...(session.org_id ? { orgId: session.org_id } : {}),
 });
 
 export function createLiveService(deps: {
@@ -125,7 +127,7 @@ export function createLiveService(deps: {
       const leftAt = new Date(Math.max(session.joined_at.getTime(), ended?.getTime() ?? 0));
       await liveStore(tx).close(session.participant_sid, leftAt, billed);
       const payer = payerOf(session);
-      const key = `${payer.accountId}:${payer.appId}:${payer.mode}`;
+      const key = `${payer.accountId}:${payer.appId}:${payer.mode}:${payer.orgId ?? ''}`;
       const group = usages.get(key) ?? { payer, usages: [] };
       group.usages.push(usageOfSession(session, billed));
       usages.set(key, group);
@@ -155,6 +157,7 @@ export function createLiveService(deps: {
       ...owner,
       kind,
       publisher: participant.attributes[ATTRIBUTE_PUBLISHER] === 'true',
+      orgId: participant.attributes[ATTRIBUTE_ORG] || null,
       declaredQuality: quality,
       joinedAt: new Date(joinedMs),
     });
@@ -291,6 +294,8 @@ export function createLiveService(deps: {
         publish?: boolean;
         ttl_seconds: number;
         quality?: Quality;
+        /** The org (its id) the call is for: its minutes are the org's. */
+        org?: string;
       },
     ) => {
       const kind = input.kind ?? 'live';
@@ -308,6 +313,7 @@ export function createLiveService(deps: {
           [ATTRIBUTE_KIND]: kind,
           [ATTRIBUTE_QUALITY]: input.quality ?? 'hd',
           [ATTRIBUTE_PUBLISHER]: String(publish),
+          ...(input.org ? { [ATTRIBUTE_ORG]: input.org } : {}),
         },
       });
       return { url: deps.publicUrl, token, room, expires_in: input.ttl_seconds };

@@ -6,7 +6,7 @@ import { type Kind, OpenSessionRow, type Quality } from './schema.js';
 
 const openColumns = sql.fragment`
   s.participant_sid, s.room, s.identity, s.app_id, s.account_id, s.mode, s.kind, s.declared_quality, q.quality as published_quality,
-  s.joined_at, s.last_seen_at`;
+  s.org_id, s.joined_at, s.last_seen_at`;
 
 /** SQL of LiveKit events and participant sessions. */
 export function liveStore(db: Db) {
@@ -37,13 +37,14 @@ export function liveStore(db: Db) {
       kind: Kind;
       publisher: boolean;
       declaredQuality: Quality;
+      orgId: string | null;
       joinedAt: Date;
     }) =>
       db.query(sql.unsafe`
         insert into live_sessions (participant_sid, room, identity, app_id, account_id, mode, kind, publisher,
-                                   declared_quality, joined_at, last_seen_at)
+                                   declared_quality, org_id, joined_at, last_seen_at)
         values (${session.participantSid}, ${session.room}, ${session.identity}, ${session.appId}, ${session.accountId},
-                ${session.mode}, ${session.kind}, ${session.publisher}, ${session.declaredQuality},
+                ${session.mode}, ${session.kind}, ${session.publisher}, ${session.declaredQuality}, ${session.orgId},
                 ${sql.timestamp(session.joinedAt)}, ${sql.timestamp(session.joinedAt)})
         on conflict do nothing`),
 

@@ -288,6 +288,76 @@ export const MembershipChange = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
+/** The usage report's window: up to 366 UTC days, both ends included; the last 30 by default. */
+export const MAX_USAGE_WINDOW_DAYS = 366;
+export const DEFAULT_USAGE_WINDOW_DAYS = 30;
+const Day = (description: string) => Type.String({ format: 'date', description });
+
+export const OrgUsageQuery = Type.Object(
+  {
+    frm: Type.Optional(Day('First UTC day (YYYY-MM-DD); default 29 days before `to`')),
+    to: Type.Optional(Day('Last UTC day (YYYY-MM-DD), included; default today')),
+  },
+  { additionalProperties: false },
+);
+export const OrgsUsageQuery = Type.Object(
+  { ...OrgUsageQuery.properties, limit: Limit(200, 50, 'Orgs per page'), cursor: Type.Optional(Cursor) },
+  { additionalProperties: false },
+);
+
+const Usd = (description: string) =>
+  Type.Number({ description: `${description}, in USD (6 decimal places)` });
+const Micros = (description: string) =>
+  Type.Integer({ description: `${description}, in integer micro-dollars` });
+const UsageLine = Type.Object(
+  {
+    day: Type.String({ format: 'date' }),
+    product: Type.String(),
+    metric: Type.String(),
+    unit: Type.String(),
+    quantity: Type.Number({ description: 'In the priced unit' }),
+    billable_quantity: Type.Number({ description: 'What was left after the account’s free allowance' }),
+    cost_usd: Usd('Billed cost'),
+    cost_micros: Micros('Billed cost'),
+    list_price_usd: Usd('The quantity at list price, before any free allowance'),
+    list_price_micros: Micros('The same list price'),
+  },
+  { additionalProperties: false },
+);
+const UsageOfOrg = {
+  org: Type.String({ description: 'The org’s externalId' }),
+  id: Type.String(),
+  usage: Type.Array(UsageLine, {
+    description:
+      'Per UTC day, product and metric, newest day first: the org identities’ monthly active users and call minutes',
+  }),
+  total: Type.Object(
+    {
+      cost_usd: Usd('Billed cost of the window'),
+      cost_micros: Micros('The same'),
+      list_price_usd: Usd('List price of the window'),
+      list_price_micros: Micros('The same'),
+      charged: Type.Boolean({ description: 'Whether this mode pays from the balance (live) or not (test)' }),
+    },
+    { additionalProperties: false },
+  ),
+};
+export const OrgUsage = Type.Object(
+  { from: Type.String({ format: 'date' }), to: Type.String({ format: 'date' }), ...UsageOfOrg },
+  { additionalProperties: false },
+);
+export const OrgsUsage = Type.Object(
+  {
+    from: Type.String({ format: 'date' }),
+    to: Type.String({ format: 'date' }),
+    items: Type.Array(Type.Object(UsageOfOrg, { additionalProperties: false }), {
+      description: 'The app’s orgs (deleted ones too), newest first',
+    }),
+    next_cursor: Type.Union([Type.String(), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+
 /** mod_svc_scope's question: may one org identity send to another (local parts)? */
 export const ReachQuestion = Type.Object(
   { from: Type.String({ maxLength: 1023 }), to: Type.String({ maxLength: 1023 }) },

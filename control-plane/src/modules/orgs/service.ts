@@ -2,7 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
-import type { Clock } from '../../platform/clock.js';
+import { type Clock, utcDay } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import {
@@ -14,12 +14,15 @@ import {
 } from '../../platform/identities.js';
 import { newId, randomBase62 } from '../../platform/ids.js';
 import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
+import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
 import type { RealtimeService } from '../realtime/service.js';
 import { policyAllows } from './policy.js';
 import {
+  DEFAULT_USAGE_WINDOW_DAYS,
   EMBEDDED_PAGE,
+  MAX_USAGE_WINDOW_DAYS,
   type MemberRow,
   type MembershipRow,
   ORG_LIMITS,
@@ -82,6 +85,8 @@ const limitReached = (what: string, limit: number) =>
  */
 const newChatKey = () => randomBase62(12).toLowerCase();
 
+const DAY_MS = 86_400_000;
+
 type Admit = (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>;
 
 /** Why an org identity cannot have chat now (403). */
@@ -94,6 +99,7 @@ export function createOrgsService(deps: {
   realtime: RealtimeService;
   chat: ChatService;
   live: LiveService;
+  billing: BillingService;
   ejabberd: EjabberdClient;
   chatDomain: string;
 }) {
@@ -214,6 +220,22 @@ export function createOrgsService(deps: {
     updated_at: iso(row.updated_at),
   });
 
+  /** The report's UTC days: `to` (default today) back to `frm` (default 29 days before), at most 366. */
+  function usageWindow(query: { frm?: string; to?: string }) {
+    const to = query.to ?? utcDay(deps.clock.now());
+    const toDate = new Date(`${to}T00:00:00Z`);
+    const from = query.frm ?? utcDay(new Date(toDate.getTime() - (DEFAULT_USAGE_WINDOW_DAYS - 1) * DAY_MS));
+    const span = (toDate.getTime() - new Date(`${from}T00:00:00Z`).getTime()) / DAY_MS + 1;
+    if (span < 1) throw errors.invalidField('query', 'frm', 'must not be after to');
+    if (span > MAX_USAGE_WINDOW_DAYS)
+      throw errors.invalidField(
+        'query',
+        'frm',
+        `must be at most ${MAX_USAGE_WINDOW_DAYS} days before to, both included`,
+      );
+    return { from, to };
+  }
+
   const memberPage = (db: Db, orgId: string, limit: number, cursor?: string) =>
     orgsStore(db)
       .members(orgId, limit, cursor === undefined ? undefined : deps.cursors.decode(cursor))
@@ -237,6 +259,8 @@ export function createOrgsService(deps: {
       },
       tx: Transaction,
     ) => {
+      // GET /v1/orgs/usage is the usage report: no org may be named so.
+      if (input.externalId === 'usage') throw errors.invalidField('body', 'externalId', 'usage is reserved');
       const store = orgsStore(tx);
       await store.lockAppOrgs(principal);
       const now = deps.clock.now();
@@ -487,7 +511,49 @@ export function createOrgsService(deps: {
       return { ok: true as const, id: extId };
     },
 
+    // ----- usage -----------------------------------------------------------------------------------
+
+    /** One org's usage by day, product and metric, billed and at list price. */
+    orgUsage: async (principal: Principal, externalId: string, query: { frm?: string; to?: string }) => {
+      const window = usageWindow(query);
+      const org = await orgOf(deps.pool, principal, externalId);
+      const usage = await deps.billing.orgUsage(
+        principal.accountId,
+        principal.mode,
+        [org.id],
+        window.from,
+        window.to,
+      );
+      return { ...window, org: org.external_id, id: org.id, ...usage.get(org.id)! };
+    },
+
+    /** Every org's usage, a page of orgs at a time (newest first). */
+    orgsUsage: async (
+      principal: Principal,
+      query: { frm?: string; to?: string; limit: number; cursor?: string },
+    ) => {
+      const window = usageWindow(query);
+      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const rows = await orgsStore(deps.pool).orgs(principal, undefined, query.limit, position);
+      const page = deps.cursors.page(rows, query.limit, (row) => row);
+      const usage = await deps.billing.orgUsage(
+        principal.accountId,
+        principal.mode,
+        page.items.map((org) => org.id),
+        window.from,
+        window.to,
+      );
+      return {
+        ...window,
+        items: page.items.map((org) => ({ org: org.external_id, id: org.id, ...usage.get(org.id)! })),
+        next_cursor: page.next_cursor,
+      };
+    },
+
     // ----- identities ------------------------------------------------------------------------------
+
+    /** The org (its id) of a chat key, deleted ones included: usage made before a deletion is its. */
+    orgIdOfChatKey: async (chatKey: string) => (await orgsStore(deps.pool).orgByChatKey(chatKey))?.id ?? null,
 
     /** Who the member may open a 1:1 with (nobody while the org or the member has no chat). */
     directory: async (
@@ -568,6 +634,7 @@ export function createOrgsService(deps: {
         publish: input.publish ?? true,
         quality: input.quality ?? 'hd',
         ttl_seconds: input.ttl_seconds,
+        org: org.id,
       });
       return { ...token, identity: `${ORG_IDENTITY_MARKER}${org.chat_key}.${nodeOf(extId)}` };
     },
