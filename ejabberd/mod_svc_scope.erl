@@ -18,7 +18,7 @@
          c2s_session_opened/1, c2s_session_resumed/1, user_receive_packet/1, process_delivery/1,
          decode_iq_subel/1]).
 -export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1,
-         revoke_prefix/2, flush_org/1]).
+         revoke_prefix/2, flush_org/1, archive_size/2]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -603,7 +603,19 @@ commands() ->
                         args = [{key, binary}],
                         args_desc = ["The org's key"],
                         args_example = [<<"k3y0rg5abc12">>],
-                        result = {res, rescode}}].
+                        result = {res, rescode}},
+     #ejabberd_commands{name = svc_archive_size, tags = [mam],
+                        desc = "How many messages an account's archive holds (the bundle's Mnesia archive)",
+                        longdesc = "For operators checking retention, such as a deleted org's history.",
+                        module = ?MODULE, function = archive_size,
+                        args = [{user, binary}, {host, binary}],
+                        args_desc = ["The account's local part", "Its host"],
+                        args_example = [<<"abc123defg.ana">>, <<"chat.localhost">>],
+                        result = {messages, integer}}].
+
+%% mod_mam_mnesia keeps an account's messages in one bag keyed by {LUser, LServer}.
+archive_size(User, Host) ->
+    length(mnesia:dirty_read(archive_msg, {jid:nodeprep(User), jid:nameprep(Host)})).
 
 %% Bad arguments answer {error, Text}: HTTP 400 with the text, never a silent rescode 1.
 set_archiving(Prefix, Enabled) when Enabled == 0; Enabled == 1 ->

@@ -9,7 +9,14 @@ import {
   joinRoom,
   loginFailure,
 } from '../../e2e/support/xmpp.js';
-import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+import {
+  callWithKey,
+  createCustomer,
+  ejabberdAsOperator,
+  startTestApp,
+  type TestContext,
+  testSettings,
+} from './support.js';
 
 // Org identities on the real ejabberd: the policy is enforced by mod_svc_scope (asking the test
 // stack's control plane, which shares this database), team rooms by mod_muc's members-only rooms.
@@ -226,13 +233,30 @@ describe('org identities on the chat server', () => {
     expect((await app.call('POST', '/v1/orgs/acme/members/nobody/chat-token', {})).statusCode).toBe(404);
   });
 
-  it('deleting the org locks every member', async () => {
+  it('deleting the org locks every member and keeps the archive', async () => {
     const app = await orgApp();
+    expect((await app.call('PATCH', '/v1/realtime/app', { mam: true })).statusCode).toBe(200);
     await app.member('ana');
+    await app.member('bo');
     const credential = await app.token('ana');
-    expect(await loginFailure(credential)).toBeNull();
+    const ana = await connect(credential);
+    sessions.push(ana);
+    const bo = await app.online('bo');
+    expect(await deliver(ana, bo)).toBe('delivered');
+    const archived = async () => {
+      const answer = await ejabberdAsOperator(testSettings(), 'svc_archive_size', {
+        user: credential.user,
+        host: credential.domain,
+      });
+      return ((await answer.json()) as { messages: number }).messages;
+    };
+    // The sender's archive holds the message (written as it is routed).
+    for (let i = 0; i < 20 && (await archived()) === 0; i += 1) await new Promise((r) => setTimeout(r, 100));
+    const before = await archived();
+    expect(before).toBeGreaterThan(0);
     await app.call('DELETE', '/v1/orgs/acme');
     expect(await loginFailure(credential)).toBe('not-authorized');
+    expect(await archived()).toBe(before);
     const refused = await app.call('POST', '/v1/orgs/acme/members/ana/chat-token', {});
     expect(refused.statusCode).toBe(409);
     expect(refused.json().error.code).toBe('ORG_DELETED');
