@@ -298,9 +298,10 @@ org_reach(#jid{luser = FromUser} = From, #jid{luser = ToUser, lserver = ToServer
         SameAccount -> allow;
         FromKey /= ToKey -> deny;
         true ->
-            case ejabberd_router:is_my_host(ToServer) of
-                true -> may_reach(FromKey, FromUser, ToUser);
-                false -> allow  % its org's room: affiliations decide
+            case {ejabberd_router:is_my_host(ToServer), is_service(ToServer)} of
+                {true, _} -> may_reach(FromKey, FromUser, ToUser);
+                {_, true} -> allow;  % its org's room: affiliations decide
+                _ -> deny            % another server: an org identity talks only inside its org
             end
     end;
 org_reach(_From, _To) ->
@@ -386,11 +387,20 @@ revoke_prefix(Prefix, Host) ->
                 false ->
                     {error, <<"host is not served here">>};
                 true ->
-                    ejabberd_cluster:multicall(?MODULE, mark_revoked, [{prefix, Prefix}, LServer]),
+                    {Results, Unreached} =
+                        ejabberd_cluster:multicall(?MODULE, mark_revoked, [{prefix, Prefix}, LServer]),
                     Users = lists:usort([U || {U, S, _} <- ejabberd_sm:get_vh_session_list(LServer),
                                               S == LServer, binary:longest_common_prefix([U, Prefix])
                                                   == byte_size(Prefix)]),
-                    lists:sum([ejabberd_sm:kick_user(U, LServer) || U <- Users])
+                    Closed = lists:sum([ejabberd_sm:kick_user(U, LServer) || U <- Users]),
+                    case Unreached == [] andalso lists:all(fun(R) -> R == ok end, Results) of
+                        true ->
+                            Closed;
+                        false ->
+                            ?ERROR_MSG("Revocation of ~ts* not noted on every node: ~p ~p",
+                                       [Prefix, Results, Unreached]),
+                            {error, <<"the revocation did not reach every node">>}
+                    end
             end;
         _ ->
             {error, <<"prefix must be an org's: <prefix>.+<key>.">>}

@@ -221,6 +221,19 @@ describe('org identities on the chat server', () => {
     expect(again.xmpp.status).toBe('online');
   });
 
+  it('turning chat off through POST /v1/orgs closes sessions as PATCH does', async () => {
+    const app = await orgApp();
+    await app.member('ana');
+    const credential = await app.token('ana');
+    const ana = await connect(credential);
+    sessions.push(ana);
+    const closed = new Promise<void>((resolve) => ana.xmpp.once('disconnect', () => resolve()));
+    const updated = await app.call('POST', '/v1/orgs', { externalId: 'acme', name: 'Acme', chat: false });
+    expect(updated.statusCode, updated.body).toBe(200);
+    await closed;
+    expect(await loginFailure(credential)).toBe('not-authorized');
+  });
+
   it('turning chat off and disabling a member refuse tokens with their own codes', async () => {
     const app = await orgApp();
     await app.member('ana', { status: 'disabled' });
@@ -287,6 +300,8 @@ describe('the directory, conversations and calls', () => {
     expect(names(await directory('boss'))).toEqual(['ana', 'bo', 'cy', 'gus']);
     const first = (await directory('ana')).items[0];
     expect(first.jid).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.[a-z]+@chat\.local$/);
+    // Members see each other's work identity, never the app user behind it.
+    expect(first).not.toHaveProperty('user_id');
     // Paged like every list.
     const page = (await app.call('GET', '/v1/orgs/acme/members/boss/directory?limit=3')).json();
     expect(page.items).toHaveLength(3);
@@ -321,7 +336,14 @@ describe('the directory, conversations and calls', () => {
     const app = await teamsOrg();
     const team = await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { team: 'red' });
     expect(team.statusCode, team.body).toBe(200);
-    expect(team.json().room).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.team\.red$/);
+    expect(team.json().room).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.t\+red$/);
+    // The app's own live rooms cannot take an org call's name.
+    const lookalike = await app.call('POST', '/v1/realtime/live/tokens', {
+      room: team.json().room.slice(11),
+      identity: 'ana',
+      kind: 'call',
+    });
+    expect(lookalike.statusCode).toBe(422);
     expect(team.json().identity).toMatch(/^\+[a-z0-9]{12}\.ana$/);
     const pair = (await app.call('POST', '/v1/orgs/acme/members/bo/call-token', { with: 'ana' })).json();
     expect(pair.room).toBe(

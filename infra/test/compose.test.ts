@@ -204,7 +204,6 @@ describe('compose.yaml', () => {
         'create_room_with_opts',
         'change_room_option',
         'set_room_affiliation',
-        'destroy_room',
         'svc_revoke_user',
         'svc_revoke_prefix',
         'svc_flush_org',

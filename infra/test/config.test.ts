@@ -141,7 +141,7 @@ describe('ejabberd config', () => {
     expect(config).toContain('auth_method: [svc_api, external]');
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
-      'what: [create_room_with_opts, change_room_option, set_room_affiliation, destroy_room, svc_revoke_user,\n' +
+      'what: [create_room_with_opts, change_room_option, set_room_affiliation, svc_revoke_user,\n' +
         '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, status]',
     );
     // Without a credential: the health check's status, from loopback.

@@ -129,11 +129,6 @@ export function createEjabberdClient(options: {
       await call('set_room_affiliation', { name: room, service: options.mucDomain, jid, affiliation });
     },
 
-    /** Removes a room (its archive stays with mod_mam). */
-    destroyRoom: async (name: string): Promise<void> => {
-      await call('destroy_room', { name, service: options.mucDomain });
-    },
-
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */
     status: async (): Promise<void> => {
       await call('status', {});

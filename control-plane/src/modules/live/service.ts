@@ -11,6 +11,7 @@ import type { LiveKitClient } from '../../adapters/livekit.js';
 import type { Payer, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
+import { ORG_IDENTITY_MARKER } from '../../platform/identities.js';
 import { withLease } from '../../platform/lease.js';
 import type { Metering, Usage } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
@@ -298,6 +299,9 @@ export function createLiveService(deps: {
         org?: string;
       },
     ) => {
+      // Rooms whose name begins with "+" are orgs' calls (docs/orgs.md), never an app's own.
+      if (input.org === undefined && input.room.startsWith(ORG_IDENTITY_MARKER))
+        throw errors.invalidField('body', 'room', 'must not begin with "+": those rooms are orgs’ calls');
       const kind = input.kind ?? 'live';
       const settings = await deps.realtime.requireProduct(principal, kind === 'live' ? 'live' : 'calls');
       const publish = input.publish ?? PUBLISHES_BY_DEFAULT[kind];

@@ -296,7 +296,10 @@ export const orgRoutes = (orgs: OrgsService) => [
     admission: 'in-handler',
     handler: async ({ caller, params, body, admit }) => {
       const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.memberChatToken(caller, org, extId, body, admit);
+      return orgs.memberChatToken(caller, org, extId, body, admit, {
+        memberId: params.member_id,
+        userId: caller.userId,
+      });
     },
   }),
   route({

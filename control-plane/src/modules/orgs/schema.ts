@@ -197,8 +197,16 @@ export const OrgChatCredential = Type.Object(
 
 const Jid = Type.String({ description: 'The member’s org identity: its chat address' });
 
+/** A member as other members may see them: never the app user behind the identity. */
 export const DirectoryEntry = Type.Object(
-  { ...Member.properties, jid: Jid },
+  {
+    id: Type.String(),
+    ext_id: Type.String(),
+    role: Role,
+    title: Type.Union([Type.String(), Type.Null()]),
+    teams: Type.Array(Type.String()),
+    jid: Jid,
+  },
   { additionalProperties: false },
 );
 export const DirectoryPage = Page(

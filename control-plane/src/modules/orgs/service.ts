@@ -129,6 +129,16 @@ export function createOrgsService(deps: {
     });
 
   /**
+   * After any change of the org itself (by POST or PATCH): suspended or chat off, no identity keeps a
+   * credential or a session; and every node forgets its answers about the org.
+   */
+  function orgChanged(tx: Transaction, principal: Principal, org: OrgRow) {
+    if (org.status === 'suspended' || !org.chat_enabled) revokeEveryMember(tx, principal, org);
+    flushReach(tx, org);
+    return org;
+  }
+
+  /**
    * Team rooms follow their teams, before the commit: a failure to tell ejabberd (503) undoes the
    * change, so that nobody stays in a room their team left. `none` removes an occupant at once.
    */
@@ -276,7 +286,7 @@ export function createOrgsService(deps: {
           },
           now,
         );
-        return { created: false, org: presentOrg(org) };
+        return { created: false, org: presentOrg(orgChanged(tx, principal, org)) };
       }
       if (existing && input.replace_deleted !== true) throw orgDeleted();
       if ((await store.liveOrgCount(principal)) >= ORG_LIMITS.orgsPerApp)
@@ -338,16 +348,14 @@ export function createOrgsService(deps: {
         ...(input.chat === undefined ? {} : { chatEnabled: input.chat }),
         ...(input.status === undefined ? {} : { status: input.status }),
       };
-      const changed = await orgsStore(tx).updateOrg(org.id, changes, deps.clock.now());
-      // Suspended or chat off: no identity of the org keeps a credential or a session.
-      if (changed.status === 'suspended' || !changed.chat_enabled) revokeEveryMember(tx, principal, org);
-      flushReach(tx, org);
-      return presentOrg(changed);
+      return presentOrg(
+        orgChanged(tx, principal, await orgsStore(tx).updateOrg(org.id, changes, deps.clock.now())),
+      );
     },
 
     deleteOrg: async (principal: Principal, externalId: string, tx: Transaction) => {
       const org = await orgOf(tx, principal, externalId, 'update');
-      if (org.status === 'deleted') throw errors.notFound('Org');
+      if (org.status === 'deleted') throw orgDeleted();
       await orgsStore(tx).deleteOrg(org.id, deps.clock.now());
       revokeEveryMember(tx, principal, org);
       flushReach(tx, org);
@@ -432,13 +440,14 @@ export function createOrgsService(deps: {
       const prefix = await prefixOf(principal);
       const before = new Set(existing?.teams ?? []);
       const after = new Set(member.teams);
+      // Removals first: a failure part way leaves the member in fewer rooms, never in one too many.
       await setAffiliations(prefix, org, [
-        ...member.teams
-          .filter((team) => !before.has(team))
-          .map((team) => ({ team, member: extId, affiliation: 'member' as const })),
         ...[...before]
           .filter((team) => !after.has(team))
           .map((team) => ({ team, member: extId, affiliation: 'none' as const })),
+        ...member.teams
+          .filter((team) => !before.has(team))
+          .map((team) => ({ team, member: extId, affiliation: 'member' as const })),
       ]);
       // Another person (or nobody) behind the identity now, or no chat for it: its credential goes.
       if (existing && (member.status === 'disabled' || member.user_id !== existing.user_id))
@@ -492,7 +501,7 @@ export function createOrgsService(deps: {
       return { created: true, team: presentTeam(team) };
     },
 
-    /** Removes a team: its members leave its room at once, and the room goes (its archive stays). */
+    /** Removes a team: its members leave its room at once; the room and its archive stay. */
     deleteTeam: async (principal: Principal, externalId: string, extId: string, tx: Transaction) => {
       const org = await changeableOrg(tx, principal, externalId);
       const store = orgsStore(tx);
@@ -506,7 +515,8 @@ export function createOrgsService(deps: {
         org,
         members.map((member) => ({ team: extId, member, affiliation: 'none' as const })),
       );
-      await deps.ejabberd.destroyRoom(orgNode(prefix, org.chat_key, extId));
+      // The room stays, empty of members: destroying it would erase its archive (mod_mam clears a
+      // destroyed room's). A team made again under the same ext_id gets it back, history included.
       flushReach(tx, org);
       return { ok: true as const, id: extId };
     },
@@ -569,7 +579,11 @@ export function createOrgsService(deps: {
         : [];
       const prefix = await prefixOf(principal);
       return deps.cursors.page(rows, query.limit, (row) => ({
-        ...presentMember(row),
+        id: row.id,
+        ext_id: row.ext_id,
+        role: row.role,
+        title: row.title,
+        teams: row.teams,
         jid: jid(orgNode(prefix, org.chat_key, row.ext_id)),
       }));
     },
@@ -617,15 +631,16 @@ export function createOrgsService(deps: {
       if (input.with !== undefined) {
         const pair = await allowedPair(principal, externalId, extId, input.with);
         org = pair.org;
-        // One room per pair, whoever calls: the two ext_ids' nodes in order.
-        room = [nodeOf(extId), nodeOf(input.with)].sort().join('~');
+        // One room per pair, whoever calls: the two ext_ids' nodes in order. `p+` and `t+` keep pair
+        // and team rooms apart (no node holds a `+`).
+        room = `p+${[nodeOf(extId), nodeOf(input.with)].sort().join('~')}`;
       } else {
         const found = await memberOf(deps.pool, principal, externalId, extId);
         org = found.org;
         requireChat(org, found.member);
         if (!found.member.teams.includes(input.team!))
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
-        room = `team.${nodeOf(input.team!)}`;
+        room = `t+${nodeOf(input.team!)}`;
       }
       const token = await deps.live.mintToken(principal, {
         room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
@@ -688,12 +703,16 @@ export function createOrgsService(deps: {
       extId: string,
       input: { name?: string; ttl_seconds: number },
       admit: Admit,
+      /** The user's own membership (/v1/me): it must still be theirs once locked. */
+      owner?: { memberId: string; userId: string },
     ) =>
       inTransaction(deps.pool, async (tx) => {
         const org = await orgOf(tx, principal, externalId, 'share');
         if (org.status === 'deleted') throw orgDeleted();
         const member = await orgsStore(tx).member(org.id, extId, 'share');
         if (!member) throw errors.notFound('Member');
+        if (owner && (member.id !== owner.memberId || member.user_id !== owner.userId))
+          throw errors.notFound('Membership');
         requireChat(org, member);
         const prefix = await prefixOf(principal);
         const credential = await deps.chat.mintIdentityCredential(
