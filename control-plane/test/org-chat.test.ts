@@ -104,10 +104,26 @@ describe('org identities on the chat server', () => {
     const member = await app.member('ana', { user_id: 'ana' });
     const credential = await app.token('ana');
     expect(credential.member_id).toBe(member.id);
-    expect(credential.user).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.ana$/);
+    // An identity key of its own, not the app's ext_id.
+    expect(credential.user).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.[a-z0-9]{10}$/);
     const personal = (await app.call('POST', '/v1/realtime/chat/tokens', { user_id: 'ana' })).json();
     expect(personal.jid).not.toBe(credential.jid);
-    expect(credential.room_prefix).toBe(credential.user.slice(0, -'ana'.length));
+    expect(credential.room_prefix).toBe(credential.user.slice(0, -10));
+  });
+
+  it('gives a member linked to another user, or added again, a new identity', async () => {
+    const app = await orgApp();
+    await app.member('ana', { user_id: 'u-1' });
+    const first = await app.token('ana');
+    await app.member('ana', { user_id: 'u-1', title: 'Same person' });
+    expect((await app.token('ana')).jid).toBe(first.jid);
+    await app.member('ana', { user_id: 'u-2' });
+    expect(await loginFailure(first)).toBe('not-authorized');
+    const second = await app.token('ana');
+    expect(second.jid).not.toBe(first.jid);
+    await app.call('DELETE', '/v1/orgs/acme/members/ana');
+    await app.member('ana', { user_id: 'u-2' });
+    expect([first.jid, second.jid]).not.toContain((await app.token('ana')).jid);
   });
 
   it('lets two members the policy allows talk, and ejabberd refuses a pair it does not', async () => {
@@ -299,7 +315,7 @@ describe('the directory, conversations and calls', () => {
     expect(names(await directory('gus'))).toEqual(['ana', 'bo', 'boss']);
     expect(names(await directory('boss'))).toEqual(['ana', 'bo', 'cy', 'gus']);
     const first = (await directory('ana')).items[0];
-    expect(first.jid).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.[a-z]+@chat\.local$/);
+    expect(first.jid).toMatch(/^[a-z0-9]{10}\.\+[a-z0-9]{12}\.[a-z0-9]{10}@chat\.local$/);
     // Members see each other's work identity, never the app user behind it.
     expect(first).not.toHaveProperty('user_id');
     // Paged like every list.
@@ -344,7 +360,7 @@ describe('the directory, conversations and calls', () => {
       kind: 'call',
     });
     expect(lookalike.statusCode).toBe(422);
-    expect(team.json().identity).toMatch(/^\+[a-z0-9]{12}\.ana$/);
+    expect(team.json().identity).toMatch(/^\+[a-z0-9]{12}\.[a-z0-9]{10}$/);
     const pair = (await app.call('POST', '/v1/orgs/acme/members/bo/call-token', { with: 'ana' })).json();
     expect(pair.room).toBe(
       (await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { with: 'bo' })).json().room,

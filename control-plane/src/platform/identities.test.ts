@@ -122,7 +122,7 @@ describe('org nodes', () => {
     for (const id of [...Object.values(REAL_APP_IDS), '+k3y0rg5abc12.ana', 'ana']) {
       const node = orgNode(PREFIX, KEY, id);
       expect(node.startsWith(orgNodePrefix(PREFIX, KEY))).toBe(true);
-      expect(parseOrgNode(node)).toEqual({ prefix: PREFIX, chatKey: KEY, extId: id });
+      expect(parseOrgNode(node)).toEqual({ prefix: PREFIX, chatKey: KEY, name: id });
       expect(parseScopedNode(node)).toBeNull();
       expect(node).not.toBe(scopedNode(PREFIX, id));
       expect(parseChatIdentity(node)).toEqual({

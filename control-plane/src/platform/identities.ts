@@ -190,25 +190,26 @@ export function parseScopedNode(node: string): { prefix: string; id: string } | 
 }
 
 /**
- * Marks an org identity's part of a node: `<prefix>.+<org chat key>.<node of the member's ext_id>`.
- * No app id's node starts with it (plain nodes hold no `+`, encoded ones start with `~`), so an org
- * identity never answers to a user's personal address, and mod_svc_scope reads the org from it.
+ * Marks an org's part of a node: `<prefix>.+<org chat key>.<name>`, the name being a member's
+ * identity key (its chat identity) or the node of a team's ext_id (its room). No app id's node
+ * starts with it (plain nodes hold no `+`, encoded ones start with `~`), so an org identity never
+ * answers to a user's personal address, and mod_svc_scope reads the org from it.
  */
 export const ORG_IDENTITY_MARKER = '+';
 
-/** An org member's chat identity (or an org room's node): distinct from every personal node. */
-export const orgNode = (prefix: string, chatKey: string, extId: string) =>
-  `${prefix}.${ORG_IDENTITY_MARKER}${chatKey}.${nodeOf(extId)}`;
+/** A node of an org (a member's identity, a team's room): distinct from every personal node. */
+export const orgNode = (prefix: string, chatKey: string, name: string) =>
+  `${prefix}.${ORG_IDENTITY_MARKER}${chatKey}.${nodeOf(name)}`;
 
 /** The part of every node of an org: its identities' and its rooms' nodes start with it. */
 export const orgNodePrefix = (prefix: string, chatKey: string) =>
   `${prefix}.${ORG_IDENTITY_MARKER}${chatKey}.`;
 
-/** The app prefix, org chat key and ext_id of an org node, or null when it is none. */
-export function parseOrgNode(node: string): { prefix: string; chatKey: string; extId: string } | null {
+/** The app prefix, org chat key and name of an org node, or null when it is none. */
+export function parseOrgNode(node: string): { prefix: string; chatKey: string; name: string } | null {
   const match = /^([^.]+)\.\+([a-z0-9]{12})\.(.+)$/.exec(node);
-  const extId = match ? idOfNode(match[3]!) : null;
-  return match && extId !== null ? { prefix: match[1]!, chatKey: match[2]!, extId } : null;
+  const name = match ? idOfNode(match[3]!) : null;
+  return match && name !== null ? { prefix: match[1]!, chatKey: match[2]!, name } : null;
 }
 
 /**

@@ -412,6 +412,7 @@ export const MemberRow = z.object({
   id: z.string(),
   org_id: z.string(),
   ext_id: z.string(),
+  identity_key: z.string(),
   user_id: z.string().nullable(),
   role: z.enum(ROLES),
   title: z.string().nullable(),

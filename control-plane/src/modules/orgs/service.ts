@@ -85,6 +85,9 @@ const limitReached = (what: string, limit: number) =>
  */
 const newChatKey = () => randomBase62(12).toLowerCase();
 
+/** A member identity's name on the chat server (and in calls): 10 lowercase letters and digits. */
+const newIdentityKey = () => randomBase62(10).toLowerCase();
+
 const DAY_MS = 86_400_000;
 
 type Admit = (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>;
@@ -113,17 +116,19 @@ export function createOrgsService(deps: {
   const flushReach = (tx: Transaction, org: OrgRow) =>
     tx.afterCommit(() => deps.ejabberd.flushOrg(org.chat_key));
 
-  /** After the commit, a member's identity loses its credential and its open sessions. */
-  const revokeMember = (tx: Transaction, prefix: string, org: OrgRow, extId: string) =>
-    tx.afterCommit(async () => void (await deps.chat.revokeIdentity(orgNode(prefix, org.chat_key, extId))));
+  /** After the commit, a member's identity (its key) loses its credential and its open sessions. */
+  const revokeMember = (tx: Transaction, prefix: string, org: OrgRow, identityKey: string) =>
+    tx.afterCommit(
+      async () => void (await deps.chat.revokeIdentity(orgNode(prefix, org.chat_key, identityKey))),
+    );
 
   /** After the commit, every identity of the org loses its credential and its open sessions. */
   const revokeEveryMember = (tx: Transaction, principal: Principal, org: OrgRow) =>
     tx.afterCommit(async () => {
       const prefix = await prefixOf(principal);
-      const extIds = await orgsStore(deps.pool).memberExtIds(org.id);
+      const keys = await orgsStore(deps.pool).memberIdentityKeys(org.id);
       await deps.chat.revokeIdentities(
-        extIds.map((extId) => orgNode(prefix, org.chat_key, extId)),
+        keys.map((key) => orgNode(prefix, org.chat_key, key)),
         orgNodePrefix(prefix, org.chat_key),
       );
     });
@@ -145,6 +150,7 @@ export function createOrgsService(deps: {
   const setAffiliations = async (
     prefix: string,
     org: OrgRow,
+    /** `member`: the member's identity key. */
     changes: { team: string; member: string; affiliation: 'member' | 'none' }[],
   ) => {
     for (const change of changes)
@@ -216,7 +222,7 @@ export function createOrgsService(deps: {
     title: row.title,
     status: row.status,
     teams: row.teams,
-    jid: jid(orgNode(prefix, row.org_chat_key, row.ext_id)),
+    jid: jid(orgNode(prefix, row.org_chat_key, row.identity_key)),
     display_name: row.display_name,
     muted: row.muted,
     org: {
@@ -395,6 +401,9 @@ export function createOrgsService(deps: {
             code: 'USER_ALREADY_MEMBER',
           });
       }
+      // Linked to another user (or to none), the member becomes a new identity: the next person never
+      // takes over the earlier one's address, archive or offline messages.
+      const relinked = existing !== null && input.user_id !== undefined && input.user_id !== existing.user_id;
       let memberId: string;
       if (existing) {
         memberId = existing.id;
@@ -405,6 +414,7 @@ export function createOrgsService(deps: {
             ...(input.title === undefined ? {} : { title: input.title }),
             ...(input.user_id === undefined ? {} : { userId: input.user_id }),
             ...(input.status === undefined ? {} : { status: input.status }),
+            ...(relinked ? { identityKey: newIdentityKey() } : {}),
           },
           now,
         );
@@ -421,6 +431,7 @@ export function createOrgsService(deps: {
             title: input.title ?? null,
             userId: input.user_id ?? null,
             status: input.status ?? 'active',
+            identityKey: newIdentityKey(),
           },
           now,
         );
@@ -438,20 +449,20 @@ export function createOrgsService(deps: {
       }
       const member = (await store.member(org.id, extId))!;
       const prefix = await prefixOf(principal);
-      const before = new Set(existing?.teams ?? []);
-      const after = new Set(member.teams);
+      const before = existing?.teams ?? [];
+      const stays = (team: string, teams: readonly string[]) => teams.includes(team) && !relinked;
       // Removals first: a failure part way leaves the member in fewer rooms, never in one too many.
       await setAffiliations(prefix, org, [
-        ...[...before]
-          .filter((team) => !after.has(team))
-          .map((team) => ({ team, member: extId, affiliation: 'none' as const })),
+        ...before
+          .filter((team) => !stays(team, member.teams))
+          .map((team) => ({ team, member: existing!.identity_key, affiliation: 'none' as const })),
         ...member.teams
-          .filter((team) => !before.has(team))
-          .map((team) => ({ team, member: extId, affiliation: 'member' as const })),
+          .filter((team) => !stays(team, before))
+          .map((team) => ({ team, member: member.identity_key, affiliation: 'member' as const })),
       ]);
       // Another person (or nobody) behind the identity now, or no chat for it: its credential goes.
-      if (existing && (member.status === 'disabled' || member.user_id !== existing.user_id))
-        revokeMember(tx, prefix, org, extId);
+      if (existing && (member.status === 'disabled' || relinked))
+        revokeMember(tx, prefix, org, existing.identity_key);
       flushReach(tx, org);
       return { created: existing === null, member: presentMember(member) };
     },
@@ -465,9 +476,9 @@ export function createOrgsService(deps: {
       await setAffiliations(
         prefix,
         org,
-        member.teams.map((team) => ({ team, member: extId, affiliation: 'none' as const })),
+        member.teams.map((team) => ({ team, member: member.identity_key, affiliation: 'none' as const })),
       );
-      revokeMember(tx, prefix, org, extId);
+      revokeMember(tx, prefix, org, member.identity_key);
       flushReach(tx, org);
       return { ok: true as const, id: extId };
     },
@@ -507,7 +518,7 @@ export function createOrgsService(deps: {
       const store = orgsStore(tx);
       const team = await store.team(org.id, extId);
       if (!team) throw errors.notFound('Team');
-      const members = await store.teamMemberExtIds(team.id);
+      const members = await store.teamMemberIdentityKeys(team.id);
       await store.deleteTeam(team.id);
       const prefix = await prefixOf(principal);
       await setAffiliations(
@@ -584,7 +595,7 @@ export function createOrgsService(deps: {
         role: row.role,
         title: row.title,
         teams: row.teams,
-        jid: jid(orgNode(prefix, org.chat_key, row.ext_id)),
+        jid: jid(orgNode(prefix, org.chat_key, row.identity_key)),
       }));
     },
 
@@ -603,7 +614,7 @@ export function createOrgsService(deps: {
       const present = (row: MemberRow) => ({
         id: row.id,
         ext_id: row.ext_id,
-        jid: jid(orgNode(prefix, org.chat_key, row.ext_id)),
+        jid: jid(orgNode(prefix, org.chat_key, row.identity_key)),
       });
       return { member: present(member), with: present(peer) };
     },
@@ -628,30 +639,31 @@ export function createOrgsService(deps: {
         throw errors.invalidField('body', 'team', 'give exactly one of team (a team room) and with (a 1:1)');
       let room: string;
       let org: OrgRow;
+      let member: MemberRow;
       if (input.with !== undefined) {
         const pair = await allowedPair(principal, externalId, extId, input.with);
-        org = pair.org;
-        // One room per pair, whoever calls: the two ext_ids' nodes in order. `p+` and `t+` keep pair
+        ({ org, member } = pair);
+        // One room per pair, whoever calls: the two identity keys in order. `p+` and `t+` keep pair
         // and team rooms apart (no node holds a `+`).
-        room = `p+${[nodeOf(extId), nodeOf(input.with)].sort().join('~')}`;
+        room = `p+${[pair.member.identity_key, pair.peer.identity_key].sort().join('~')}`;
       } else {
-        const found = await memberOf(deps.pool, principal, externalId, extId);
-        org = found.org;
-        requireChat(org, found.member);
-        if (!found.member.teams.includes(input.team!))
+        ({ org, member } = await memberOf(deps.pool, principal, externalId, extId));
+        requireChat(org, member);
+        if (!member.teams.includes(input.team!))
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
+      const identity = `${ORG_IDENTITY_MARKER}${org.chat_key}.${member.identity_key}`;
       const token = await deps.live.mintToken(principal, {
         room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
-        identity: `${ORG_IDENTITY_MARKER}${org.chat_key}.${nodeOf(extId)}`,
+        identity,
         kind: 'call',
         publish: input.publish ?? true,
         quality: input.quality ?? 'hd',
         ttl_seconds: input.ttl_seconds,
         org: org.id,
       });
-      return { ...token, identity: `${ORG_IDENTITY_MARKER}${org.chat_key}.${nodeOf(extId)}` };
+      return { ...token, identity };
     },
 
     // ----- the signed-in user's side -------------------------------------------------------------
@@ -718,7 +730,7 @@ export function createOrgsService(deps: {
         const credential = await deps.chat.mintIdentityCredential(
           principal,
           {
-            localPart: orgNode(prefix, org.chat_key, extId),
+            localPart: orgNode(prefix, org.chat_key, member.identity_key),
             nickname: input.name ?? member.display_name ?? extId,
             roomPrefix: orgNodePrefix(prefix, org.chat_key),
             ttlSeconds: input.ttl_seconds,
@@ -741,8 +753,8 @@ export function createOrgsService(deps: {
       const org = await store.orgByChatKey(sender.chatKey);
       if (org?.status !== 'active' || !org.chat_enabled) return false;
       const [a, b] = await Promise.all([
-        store.member(org.id, sender.extId),
-        store.member(org.id, recipient.extId),
+        store.memberByIdentityKey(org.id, sender.name),
+        store.memberByIdentityKey(org.id, recipient.name),
       ]);
       if (!a || !b || a.status !== 'active' || b.status !== 'active') return false;
       return policyAllows(org.policy, a.role, b.role, await store.shareTeam(a.id, b.id));

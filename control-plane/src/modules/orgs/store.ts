@@ -16,7 +16,7 @@ const orgColumns = sql.fragment`
 
 /** A member's columns, with the ext_ids of their teams in ext_id order. */
 const memberColumns = sql.fragment`
-  m.id, m.org_id, m.ext_id, m.user_id, m.role, m.title, m.status, m.display_name, m.muted,
+  m.id, m.org_id, m.ext_id, m.identity_key, m.user_id, m.role, m.title, m.status, m.display_name, m.muted,
   m.created_at, m.updated_at,
   coalesce((select array_agg(t.ext_id order by t.ext_id)
             from org_team_members tm join org_teams t on t.id = tm.team_id
@@ -44,6 +44,8 @@ export interface MemberChanges {
   title?: string | null;
   userId?: string | null;
   status?: 'active' | 'disabled';
+  /** A new identity (the member is linked to another user). */
+  identityKey?: string;
 }
 
 /** SQL of orgs, their members and teams. */
@@ -64,10 +66,15 @@ export function orgsStore(db: Db) {
     orgByChatKey: (chatKey: string) =>
       db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where chat_key = ${chatKey}`),
 
-    /** The ext_ids of every member of an org (to revoke their identities together). */
-    memberExtIds: (orgId: string) =>
-      db.anyFirst(sql.type(z.object({ ext_id: z.string() }))`
-        select ext_id from org_members where org_id = ${orgId}`),
+    /** The identity keys of every member of an org (to revoke their identities together). */
+    memberIdentityKeys: (orgId: string) =>
+      db.anyFirst(sql.type(z.object({ identity_key: z.string() }))`
+        select identity_key from org_members where org_id = ${orgId}`),
+
+    /** The member an org identity's key names. */
+    memberByIdentityKey: (orgId: string, identityKey: string) =>
+      db.maybeOne(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.identity_key = ${identityKey}`),
 
     /** Whether two members are in a team together. */
     shareTeam: (memberA: string, memberB: string) =>
@@ -75,10 +82,10 @@ export function orgsStore(db: Db) {
         select 1 from org_team_members a join org_team_members b on b.team_id = a.team_id
         where a.member_id = ${memberA} and b.member_id = ${memberB}`),
 
-    /** The members of a team (to take them out of its room). */
-    teamMemberExtIds: (teamId: string) =>
-      db.anyFirst(sql.type(z.object({ ext_id: z.string() }))`
-        select m.ext_id from org_team_members tm join org_members m on m.id = tm.member_id
+    /** The identity keys of a team's members (to take them out of its room). */
+    teamMemberIdentityKeys: (teamId: string) =>
+      db.anyFirst(sql.type(z.object({ identity_key: z.string() }))`
+        select m.identity_key from org_team_members tm join org_members m on m.id = tm.member_id
         where tm.team_id = ${teamId}`),
 
     /** One create or update of an app's orgs at a time: external ids stay unique and the count holds. */
@@ -225,13 +232,15 @@ export function orgsStore(db: Db) {
         title: string | null;
         userId: string | null;
         status: 'active' | 'disabled';
+        identityKey: string;
       },
       at: Date,
     ) =>
       db.query(sql.unsafe`
         with inserted as (
-          insert into org_members (id, org_id, ext_id, user_id, role, title, status, created_at, updated_at)
-          values (${member.id}, ${member.orgId}, ${member.extId}, ${member.userId}, ${member.role},
+          insert into org_members (id, org_id, ext_id, identity_key, user_id, role, title, status, created_at,
+                                   updated_at)
+          values (${member.id}, ${member.orgId}, ${member.extId}, ${member.identityKey}, ${member.userId}, ${member.role},
                   ${member.title}, ${member.status}, ${sql.timestamp(at)}, ${sql.timestamp(at)})
           returning org_id)
         update orgs set member_count = member_count + 1 where id = (select org_id from inserted)`),
@@ -243,6 +252,7 @@ export function orgsStore(db: Db) {
           title = ${changes.title === undefined ? sql.fragment`title` : sql.fragment`${changes.title}`},
           user_id = ${changes.userId === undefined ? sql.fragment`user_id` : sql.fragment`${changes.userId}`},
           status = coalesce(${changes.status ?? null}, status),
+          identity_key = coalesce(${changes.identityKey ?? null}, identity_key),
           updated_at = ${sql.timestamp(at)}
         where id = ${memberId}`),
 
