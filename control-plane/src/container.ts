@@ -172,6 +172,8 @@ export async function createContainer(
     standing,
     publicUrl: settings.SVC_LIVEKIT_PUBLIC_URL,
     onError,
+    // The orgs module is made later (it uses this one): asked late.
+    orgMayCall: (orgId, identity) => orgs.mayCall(orgId, identity),
   });
   const orgs = createOrgsService({
     pool,

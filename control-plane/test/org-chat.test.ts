@@ -1,5 +1,6 @@
 import { xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join as joinLive } from '../../e2e/support/livekit.js';
 import {
@@ -97,6 +98,12 @@ async function deliver(from: ChatSession, to: ChatSession): Promise<'delivered' 
   ]);
 }
 const REFUSED = `forbidden: ${POLICY_TEXT}`;
+
+/** Whether LiveKit's report of an identity's join has been recorded (an open session). */
+const inCall = (identity: string) =>
+  ctx.container.pool.exists(
+    sql.unsafe`select 1 from live_sessions where identity = ${identity} and left_at is null`,
+  );
 
 describe('org identities on the chat server', () => {
   it('give a member a JID of its own, apart from the personal one', async () => {
@@ -372,6 +379,32 @@ describe('the directory, conversations and calls', () => {
     ).toBe('ORG_POLICY');
     for (const body of [{}, { team: 'red', with: 'bo' }])
       expect((await app.call('POST', '/v1/orgs/acme/members/ana/call-token', body)).statusCode).toBe(422);
+  });
+
+  it('ends a removed member’s call, and sends them away if they join again with their token', async () => {
+    const app = await teamsOrg();
+    const call = (await app.call('POST', '/v1/orgs/acme/members/bo/call-token', { team: 'red' })).json();
+    const bo = await joinLive(call.url, call.token);
+    try {
+      // LiveKit's report of the join reaches the stack's control plane on its own time.
+      for (let i = 0; i < 100 && !(await inCall(call.identity)); i += 1)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      const ended = bo.waitForDisconnect(15_000);
+      expect((await app.call('DELETE', '/v1/orgs/acme/members/bo')).statusCode).toBe(200);
+      await ended;
+      expect(bo.notices).toContainEqual(
+        expect.objectContaining({ type: 'data', payload: expect.stringContaining('org_access_ended') }),
+      );
+    } finally {
+      await bo.leave();
+    }
+    // The token is still within its time; LiveKit lets it in, and the bundle sends it away.
+    const again = await joinLive(call.url, call.token);
+    try {
+      await again.waitForDisconnect(15_000);
+    } finally {
+      await again.leave();
+    }
   });
 
   it('gives the signed-in user their own identities and nobody else’s', async () => {

@@ -52,6 +52,11 @@ export const BALANCE_EXHAUSTED = {
   reason: 'balance_exhausted',
   message: 'The app’s prepaid balance is used up, so this session was ended. It can resume after a top-up.',
 };
+export const ORG_CALL_ENDED = {
+  reason: 'org_access_ended',
+  message: 'This member has no calls in the org any more (removed, disabled, suspended, or chat is off).',
+};
+type Notice = typeof BALANCE_EXHAUSTED;
 
 const PUBLISHER: Omit<VideoGrant, 'room' | 'roomJoin'> = {
   canSubscribe: true,
@@ -108,6 +113,8 @@ export function createLiveService(deps: {
   standing: Standing;
   publicUrl: string;
   onError?: (error: unknown) => void;
+  /** Whether an identity may still be in its org's calls (asked at each join that names an org). */
+  orgMayCall?: (orgId: string, identity: string) => Promise<boolean>;
 }) {
   /**
    * Ends sessions (locked by the caller, in participant order) and meters their minutes in one charge
@@ -209,11 +216,11 @@ export function createLiveService(deps: {
    * Removes a participant of an account that cannot pay, telling it why; false when it had gone or
    * LiveKit did not answer (the spend guard tries again at its next turn).
    */
-  const evict = async (room: string, identity: string): Promise<boolean> => {
+  const evict = async (room: string, identity: string, why: Notice = BALANCE_EXHAUSTED): Promise<boolean> => {
     try {
       return await deps.livekit.removeParticipant(room, identity, {
         topic: NOTICE_TOPIC,
-        payload: BALANCE_EXHAUSTED,
+        payload: why,
       });
     } catch (error) {
       deps.onError?.(error);
@@ -355,7 +362,22 @@ export function createLiveService(deps: {
       ) {
         void evict(event.room!.name, participant.identity);
       }
+      // A member of an org's call who has no calls there any more (a token minted earlier) likewise.
+      const org = participant?.attributes[ATTRIBUTE_ORG];
+      if (applied && event.event === 'participant_joined' && participant && org && deps.orgMayCall) {
+        const may = await deps.orgMayCall(org, participant.identity).catch(() => false);
+        if (!may) void evict(event.room!.name, participant.identity, ORG_CALL_ENDED);
+      }
       return { applied };
+    },
+
+    /**
+     * Ends the org's calls of one identity (or of all of them): each open session is sent away, told
+     * why. Tokens handed out earlier are sent away at their next join (orgMayCall).
+     */
+    endOrgCalls: async (orgId: string, identity?: string) => {
+      const sessions = await liveStore(deps.pool).openOfOrg(orgId, identity);
+      await Promise.all(sessions.map((session) => evict(session.room, session.identity, ORG_CALL_ENDED)));
     },
 
     /**

@@ -77,6 +77,13 @@ export function liveStore(db: Db) {
         select ${openColumns} from live_sessions s left join live_published_quality q using (participant_sid)
         where s.left_at is null and s.mode = 'live'`),
 
+    /** The open sessions of an org's calls (of one identity, when given). */
+    openOfOrg: (orgId: string, identity?: string) =>
+      db.any(sql.type(z.object({ room: z.string(), identity: z.string() }))`
+        select room, identity from live_sessions
+        where org_id = ${orgId} and left_at is null
+          ${identity === undefined ? sql.fragment`` : sql.fragment`and identity = ${identity}`}`),
+
     openRooms: () =>
       db.anyFirst(
         sql.type(

@@ -116,11 +116,16 @@ export function createOrgsService(deps: {
   const flushReach = (tx: Transaction, org: OrgRow) =>
     tx.afterCommit(() => deps.ejabberd.flushOrg(org.chat_key));
 
-  /** After the commit, a member's identity (its key) loses its credential and its open sessions. */
+  /** A member's identity in the org's calls. */
+  const callIdentity = (org: OrgRow, identityKey: string) =>
+    `${ORG_IDENTITY_MARKER}${org.chat_key}.${identityKey}`;
+
+  /** After the commit, a member's identity (its key) loses its credential, its sessions and its calls. */
   const revokeMember = (tx: Transaction, prefix: string, org: OrgRow, identityKey: string) =>
-    tx.afterCommit(
-      async () => void (await deps.chat.revokeIdentity(orgNode(prefix, org.chat_key, identityKey))),
-    );
+    tx.afterCommit(async () => {
+      await deps.chat.revokeIdentity(orgNode(prefix, org.chat_key, identityKey));
+      await deps.live.endOrgCalls(org.id, callIdentity(org, identityKey));
+    });
 
   /** After the commit, every identity of the org loses its credential and its open sessions. */
   const revokeEveryMember = (tx: Transaction, principal: Principal, org: OrgRow) =>
@@ -131,6 +136,7 @@ export function createOrgsService(deps: {
         keys.map((key) => orgNode(prefix, org.chat_key, key)),
         orgNodePrefix(prefix, org.chat_key),
       );
+      await deps.live.endOrgCalls(org.id);
     });
 
   /**
@@ -532,6 +538,16 @@ export function createOrgsService(deps: {
       return { ok: true as const, id: extId };
     },
 
+    /** Whether a call identity may still be in its org's calls: LiveKit's joins are checked with it. */
+    mayCall: async (orgId: string, identity: string) => {
+      const store = orgsStore(deps.pool);
+      const org = await store.orgById(orgId);
+      if (org?.status !== 'active' || !org.chat_enabled) return false;
+      const ofOrg = callIdentity(org, '');
+      if (!identity.startsWith(ofOrg)) return false;
+      return (await store.memberByIdentityKey(org.id, identity.slice(ofOrg.length)))?.status === 'active';
+    },
+
     // ----- usage -----------------------------------------------------------------------------------
 
     /** One org's usage by day, product and metric, billed and at list price. */
@@ -653,7 +669,7 @@ export function createOrgsService(deps: {
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
-      const identity = `${ORG_IDENTITY_MARKER}${org.chat_key}.${member.identity_key}`;
+      const identity = callIdentity(org, member.identity_key);
       const token = await deps.live.mintToken(principal, {
         room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
         identity,

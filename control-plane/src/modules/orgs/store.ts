@@ -63,6 +63,9 @@ export function orgsStore(db: Db) {
         limit 1
         ${lock === 'update' ? sql.fragment`for update` : lock === 'share' ? sql.fragment`for share` : sql.fragment``}`),
 
+    orgById: (orgId: string) =>
+      db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where id = ${orgId}`),
+
     orgByChatKey: (chatKey: string) =>
       db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where chat_key = ${chatKey}`),
 
