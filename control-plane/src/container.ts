@@ -30,6 +30,7 @@ import {
 } from './modules/webhooks/delivery.js';
 import { DELIVERY_TIMEOUT_MS, RESPONSE_EXCERPT_BYTES } from './modules/webhooks/schema.js';
 import { type Admission, createAdmission } from './platform/admission.js';
+import { scopedNode } from './platform/identities.js';
 import type { Logger } from './platform/route.js';
 import { createSandbox } from './platform/sandbox.js';
 
@@ -95,7 +96,11 @@ export async function createContainer(
     ejabberd,
     bus,
     chatDomain: settings.SVC_CHAT_DOMAIN,
-    chatRooms: (scope) => chat!.roomNames(scope),
+    // Both modules are made later (they use this one): asked late.
+    roomNodes: async (scope, chatPrefix) => [
+      ...(await chat!.roomNames(scope)).map((room) => scopedNode(chatPrefix, room)),
+      ...(await orgs.teamRoomNodes(scope, chatPrefix)),
+    ],
   });
   chat = createChatService({
     pool,

@@ -186,6 +186,20 @@ describe('org identities on the chat server', () => {
     expect((await joinRoom(outsider, room)).attrs.type).toBe('error');
   });
 
+  it('brings team rooms to the app’s new room size, members-only still', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    const credential = await app.token((await app.member('ana', { teams: ['red'] })).ext_id);
+    const room = `${credential.room_prefix}red`;
+    expect((await app.call('PATCH', '/v1/realtime/app', { max_room_size: 7 })).statusCode).toBe(200);
+    const options = await ejabberdAsOperator(testSettings(), 'get_room_options', {
+      name: room,
+      service: credential.muc,
+    });
+    const byName = (await options.json()) as Record<string, string>;
+    expect(byName).toMatchObject({ max_users: '7', members_only: 'true', moderated: 'false' });
+  });
+
   it('removing a member takes them out of the room at once and refuses their next login', async () => {
     const app = await orgApp();
     await app.team('red');

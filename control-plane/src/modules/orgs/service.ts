@@ -17,7 +17,7 @@ import { type Db, inTransaction, type Transaction } from '../../platform/transac
 import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
-import type { RealtimeService } from '../realtime/service.js';
+import type { AppScope, RealtimeService } from '../realtime/service.js';
 import { policyAllows } from './policy.js';
 import {
   DEFAULT_USAGE_WINDOW_DAYS,
@@ -537,6 +537,12 @@ export function createOrgsService(deps: {
       flushReach(tx, org);
       return { ok: true as const, id: extId };
     },
+
+    /** The nodes of the app's team rooms (to bring them to a new room size). */
+    teamRoomNodes: async (scope: AppScope, chatPrefix: string) =>
+      (await orgsStore(deps.pool).teamRooms(scope)).map((room) =>
+        orgNode(chatPrefix, room.chat_key, room.ext_id),
+      ),
 
     /** Whether a call identity may still be in its org's calls: LiveKit's joins are checked with it. */
     mayCall: async (orgId: string, identity: string) => {

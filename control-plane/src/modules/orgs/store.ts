@@ -63,6 +63,12 @@ export function orgsStore(db: Db) {
         limit 1
         ${lock === 'update' ? sql.fragment`for update` : lock === 'share' ? sql.fragment`for share` : sql.fragment``}`),
 
+    /** Every team room of the app's orgs that are not deleted: each org's key and team's ext_id. */
+    teamRooms: (scope: Scope) =>
+      db.any(sql.type(z.object({ chat_key: z.string(), ext_id: z.string() }))`
+        select o.chat_key, t.ext_id from org_teams t join orgs o on o.id = t.org_id
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`),
+
     orgById: (orgId: string) =>
       db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where id = ${orgId}`),
 

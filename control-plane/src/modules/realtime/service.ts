@@ -4,7 +4,6 @@ import { createSharedCache, type InvalidationBus } from '../../platform/cache.js
 import type { KeyMode } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
-import { scopedNode } from '../../platform/identities.js';
 import { randomBase62 } from '../../platform/ids.js';
 import { newSecret } from '../../platform/secrets.js';
 import { inTransaction } from '../../platform/transaction.js';
@@ -48,8 +47,8 @@ export function createRealtimeService(deps: {
   ejabberd: EjabberdClient;
   bus: InvalidationBus;
   chatDomain: string;
-  /** The chat rooms of an app, to bring them to a new room size. */
-  chatRooms: (scope: AppScope) => Promise<readonly string[]>;
+  /** The nodes of an app's chat rooms (its own and its orgs' team rooms), to bring them to a new size. */
+  roomNodes: (scope: AppScope, chatPrefix: string) => Promise<readonly string[]>;
 }) {
   const cache = createSharedCache<RealtimeAppRow | null>({
     name: 'realtime-settings',
@@ -117,14 +116,12 @@ export function createRealtimeService(deps: {
   async function push(current: RealtimeAppRow, next: { mam: boolean; maxRoomSize: number }, scope: AppScope) {
     if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
     if (next.maxRoomSize !== current.max_room_size) {
-      const rooms = await deps.chatRooms(scope);
+      const rooms = await deps.roomNodes(scope, current.chat_prefix);
       for (let i = 0; i < rooms.length; i += ROOM_UPDATE_CONCURRENCY) {
         await Promise.all(
           rooms
             .slice(i, i + ROOM_UPDATE_CONCURRENCY)
-            .map((room) =>
-              deps.ejabberd.ensureRoom(scopedNode(current.chat_prefix, room), { maxUsers: next.maxRoomSize }),
-            ),
+            .map((node) => deps.ejabberd.ensureRoom(node, { maxUsers: next.maxRoomSize })),
         );
       }
     }
