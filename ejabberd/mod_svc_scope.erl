@@ -288,18 +288,15 @@ scope(LUser) ->
 %% plane decides; its answers are kept a minute, and dropped at once when the org changes through
 %% svc_flush_org) and into its org's rooms (members-only: mod_muc decides who enters). Nobody else
 %% reaches an org identity. Stanzas to a server or service itself, and to one's own account, pass.
-org_reach(#jid{luser = FromUser} = From, #jid{luser = ToUser, lserver = ToServer} = To)
+org_reach(#jid{luser = FromUser, lserver = FromServer}, #jid{luser = ToUser, lserver = ToServer})
   when FromUser /= <<>>, ToUser /= <<>> ->
-    FromKey = org_key(FromUser),
-    ToKey = org_key(ToUser),
-    SameAccount = jid:remove_resource(jid:tolower(From)) == jid:remove_resource(jid:tolower(To)),
-    if
-        FromKey == none, ToKey == none -> allow;
-        SameAccount -> allow;
-        FromKey /= ToKey -> deny;
-        true ->
+    case {org_key(FromUser), org_key(ToUser)} of
+        {none, none} -> allow;
+        _ when {FromUser, FromServer} == {ToUser, ToServer} -> allow;  % one's own account
+        {FromKey, ToKey} when FromKey /= ToKey -> deny;
+        {Key, Key} ->
             case {ejabberd_router:is_my_host(ToServer), is_service(ToServer)} of
-                {true, _} -> may_reach(FromKey, FromUser, ToUser);
+                {true, _} -> may_reach(Key, FromUser, ToUser);
                 {_, true} -> allow;  % its org's room: affiliations decide
                 _ -> deny            % another server: an org identity talks only inside its org
             end

@@ -196,6 +196,7 @@ export async function createContainer(
     clock,
     outbox,
     cursors,
+    accounts,
     realtime,
     social,
     onError,

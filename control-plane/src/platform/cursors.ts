@@ -68,22 +68,29 @@ export function createCursors(secret: string) {
       const payload = keyset.write(position).join('|');
       return `${Buffer.from(payload).toString('base64url')}.${tag(payload).toString('base64url')}`;
     };
+    /**
+     * The position a cursor stands for, undefined for no cursor (the first page); a 422 naming
+     * `cursor` for anything this API did not give out.
+     */
+    function decode(cursor: string): K;
+    function decode(cursor: string | undefined): K | undefined;
+    function decode(cursor: string | undefined): K | undefined {
+      if (cursor === undefined) return undefined;
+      const [encoded = '', signature = ''] = cursor.split('.');
+      const payload = Buffer.from(encoded, 'base64url').toString('utf8');
+      const presented = Buffer.from(signature, 'base64url');
+      const position =
+        // Base64 decoding skips stray characters: only the exact encoding of a full tag passes.
+        presented.toString('base64url') === signature &&
+        presented.length === TAG_BYTES &&
+        timingSafeEqual(presented, tag(payload))
+          ? keyset.read(payload.split('|'))
+          : null;
+      if (!position) throw errors.invalidField('query', 'cursor', 'is not a cursor this API gave out');
+      return position;
+    }
     return {
-      /** The position a cursor stands for; a 422 naming `cursor` for anything this API did not give out. */
-      decode(cursor: string): K {
-        const [encoded = '', signature = ''] = cursor.split('.');
-        const payload = Buffer.from(encoded, 'base64url').toString('utf8');
-        const presented = Buffer.from(signature, 'base64url');
-        const position =
-          // Base64 decoding skips stray characters: only the exact encoding of a full tag passes.
-          presented.toString('base64url') === signature &&
-          presented.length === TAG_BYTES &&
-          timingSafeEqual(presented, tag(payload))
-            ? keyset.read(payload.split('|'))
-            : null;
-        if (!position) throw errors.invalidField('query', 'cursor', 'is not a cursor this API gave out');
-        return position;
-      },
+      decode,
 
       /**
        * The spec's page `{items, next_cursor}` from rows fetched with `limit + 1`: the extra row only

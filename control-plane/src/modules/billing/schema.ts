@@ -19,9 +19,9 @@ export type LedgerEntryRow = z.infer<typeof LedgerEntryRow>;
 /** How many ledger movements the balance endpoint shows (spec: the last 50). */
 export const LEDGER_WINDOW = 50;
 
-const Usd = (description: string) =>
+export const Usd = (description: string) =>
   Type.Number({ description: `${description}, in USD (6 decimal places)` });
-const Micros = (description: string) =>
+export const Micros = (description: string) =>
   Type.Integer({ description: `${description}, in integer micro-dollars` });
 
 export const LedgerEntry = Type.Object(
@@ -81,38 +81,41 @@ export const UsageQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** A usage report's line: one UTC day, product and metric. */
+export const UsageLine = Type.Object(
+  {
+    day: Type.String({ format: 'date' }),
+    product: Type.String(),
+    metric: Type.String(),
+    unit: Type.String(),
+    quantity: Type.Number({ description: 'In the priced unit (calls, minutes, GB…)' }),
+    billable_quantity: Type.Number({ description: 'What was left after the free monthly allowance' }),
+    cost_usd: Usd('Cost'),
+    cost_micros: Micros('Cost'),
+  },
+  { additionalProperties: false },
+);
+
+/** A usage report's total over its window. */
+export const UsageTotal = Type.Object(
+  {
+    cost_usd: Usd('Total cost of the window'),
+    cost_micros: Micros('The same total'),
+    charged: Type.Boolean({
+      description: 'Whether this mode pays from the balance (live) or not (test)',
+    }),
+  },
+  { additionalProperties: false },
+);
+
 export const UsageResponse = Type.Object(
   {
     account_id: Type.String(),
     mode: Type.Union([Type.Literal('live'), Type.Literal('test')], { description: 'The calling key’s mode' }),
     from: Type.String({ format: 'date' }),
     to: Type.String({ format: 'date' }),
-    usage: Type.Array(
-      Type.Object(
-        {
-          day: Type.String({ format: 'date' }),
-          product: Type.String(),
-          metric: Type.String(),
-          unit: Type.String(),
-          quantity: Type.Number({ description: 'In the priced unit (calls, minutes, GB…)' }),
-          billable_quantity: Type.Number({ description: 'What was left after the free monthly allowance' }),
-          cost_usd: Usd('Cost'),
-          cost_micros: Micros('Cost'),
-        },
-        { additionalProperties: false },
-      ),
-      { description: 'Per UTC day, product and metric, newest day first' },
-    ),
-    total: Type.Object(
-      {
-        cost_usd: Usd('Total cost of the window'),
-        cost_micros: Micros('The same total'),
-        charged: Type.Boolean({
-          description: 'Whether this mode pays from the balance (live) or not (test)',
-        }),
-      },
-      { additionalProperties: false },
-    ),
+    usage: Type.Array(UsageLine, { description: 'Per UTC day, product and metric, newest day first' }),
+    total: UsageTotal,
     prices: PriceTableResponse,
     allowances: Type.Array(
       Type.Object(

@@ -19,6 +19,7 @@ import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
 import { newSecret, sha256 } from '../../platform/secrets.js';
 import { type Standing, standingKey } from '../../platform/standing.js';
+import type { RealtimeAppRow } from '../realtime/schema.js';
 import type { AppScope, RealtimeService } from '../realtime/service.js';
 import { chatStore } from './store.js';
 
@@ -228,10 +229,10 @@ export function createChatService(deps: {
    */
   async function mint(
     principal: Principal,
+    settings: RealtimeAppRow,
     identity: { localPart: string; nickname: string; roomPrefix?: string; ttlSeconds: number },
     admit: Admit,
   ) {
-    const settings = await deps.realtime.requireProduct(principal, 'chat');
     const { id } = parseChatIdentity(identity.localPart)!;
     const now = deps.clock.now();
     const password = newSecret('');
@@ -270,6 +271,7 @@ export function createChatService(deps: {
       const settings = await deps.realtime.requireProduct(principal, 'chat');
       return mint(
         principal,
+        settings,
         {
           localPart: scopedNode(settings.chat_prefix, input.user_id),
           nickname: input.name ?? input.user_id,
@@ -280,7 +282,11 @@ export function createChatService(deps: {
     },
 
     /** A new credential for another identity of the app's (an org member's), with its own room prefix. */
-    mintIdentityCredential: mint,
+    mintIdentityCredential: async (
+      principal: Principal,
+      identity: { localPart: string; nickname: string; roomPrefix: string; ttlSeconds: number },
+      admit: Admit,
+    ) => mint(principal, await deps.realtime.requireProduct(principal, 'chat'), identity, admit),
 
     /** Revokes the user's credential: the next login is refused and open sessions are closed. */
     revokeCredential: async (principal: Principal, userId: string) => {

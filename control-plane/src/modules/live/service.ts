@@ -114,7 +114,7 @@ export function createLiveService(deps: {
   publicUrl: string;
   onError?: (error: unknown) => void;
   /** Whether an identity may still be in its org's calls (asked at each join that names an org). */
-  orgMayCall?: (orgId: string, identity: string) => Promise<boolean>;
+  orgMayCall: (orgId: string, identity: string) => Promise<boolean>;
 }) {
   /**
    * Ends sessions (locked by the caller, in participant order) and meters their minutes in one charge
@@ -364,7 +364,7 @@ export function createLiveService(deps: {
       }
       // A member of an org's call who has no calls there any more (a token minted earlier) likewise.
       const org = participant?.attributes[ATTRIBUTE_ORG];
-      if (applied && event.event === 'participant_joined' && participant && org && deps.orgMayCall) {
+      if (applied && event.event === 'participant_joined' && participant && org) {
         const may = await deps.orgMayCall(org, participant.identity).catch(() => false);
         if (!may) void evict(event.room!.name, participant.identity, ORG_CALL_ENDED);
       }

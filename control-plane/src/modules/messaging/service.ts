@@ -12,6 +12,7 @@ import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import { pruneInBatches } from '../../platform/pruning.js';
 import { inTransaction, type Transaction } from '../../platform/transaction.js';
+import type { AccountsService } from '../accounts/service.js';
 import type { RealtimeService } from '../realtime/service.js';
 import type { SocialService } from '../social/service.js';
 import {
@@ -107,6 +108,7 @@ export function createMessagingService(deps: {
   clock: Clock;
   outbox: Outbox;
   cursors: Cursors;
+  accounts: AccountsService;
   realtime: RealtimeService;
   social: SocialService;
   component: MessagingComponent;
@@ -312,7 +314,9 @@ export function createMessagingService(deps: {
         const settings = await deps.realtime.ensure(principal);
         const code = String(randomInt(0, 10 ** OTP_DIGITS)).padStart(OTP_DIGITS, '0');
         // The app's name is read only when the template shows it.
-        const appName = template.includes('{app}') ? await store.appName(principal.appId) : '';
+        const appName = template.includes('{app}')
+          ? ((await deps.accounts.getApp(principal.appId))?.name ?? '')
+          : '';
         // One pass, so that a {code} inside the app's name is not filled in as well.
         const body = template.replace(/\{(code|app)\}/g, (_match, name: string) =>
           name === 'code' ? code : appName,
@@ -518,7 +522,7 @@ export function createMessagingService(deps: {
     // ----- promo consent ----------------------------------------------------------------------------
 
     optOuts: async (user: UserPrincipal, query: { limit: number; cursor?: string }) => {
-      const after = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const after = deps.cursors.decode(query.cursor);
       const rows = await messagingStore(deps.pool).optOuts(user, user.userId, query.limit, after);
       return deps.cursors.page(
         rows.map((row) => ({ ...row, id: row.sender })),

@@ -17,9 +17,6 @@ const phoneColumns = sql.fragment`user_id, phone, set_by, updated_at`;
 /** SQL of phones, sends, OTP codes and promo opt-outs. */
 export function messagingStore(db: Db) {
   return {
-    appName: (appId: string) =>
-      db.oneFirst(sql.type(z.object({ name: z.string() }))`select name from apps where id = ${appId}`),
-
     userOfPhone: (scope: Scope, phone: string) =>
       db.maybeOneFirst(sql.type(z.object({ user_id: z.string() }))`
         select user_id from user_phones where app_id = ${scope.appId} and mode = ${scope.mode} and phone = ${phone}`),

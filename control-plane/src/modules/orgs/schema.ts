@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import { displayName, externalId } from '../../platform/identities.js';
 import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+import { Micros, UsageLine, UsageTotal, Usd } from '../billing/schema.js';
 import { ChatCredential, DEFAULT_CHAT_TTL, MAX_CHAT_TTL, MIN_CHAT_TTL } from '../chat/schema.js';
 import {
   DEFAULT_LIVE_TTL,
@@ -313,20 +314,9 @@ export const OrgsUsageQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const Usd = (description: string) =>
-  Type.Number({ description: `${description}, in USD (6 decimal places)` });
-const Micros = (description: string) =>
-  Type.Integer({ description: `${description}, in integer micro-dollars` });
-const UsageLine = Type.Object(
+const UsageLineOfOrg = Type.Object(
   {
-    day: Type.String({ format: 'date' }),
-    product: Type.String(),
-    metric: Type.String(),
-    unit: Type.String(),
-    quantity: Type.Number({ description: 'In the priced unit' }),
-    billable_quantity: Type.Number({ description: 'What was left after the account’s free allowance' }),
-    cost_usd: Usd('Billed cost'),
-    cost_micros: Micros('Billed cost'),
+    ...UsageLine.properties,
     list_price_usd: Usd('The quantity at list price, before any free allowance'),
     list_price_micros: Micros('The same list price'),
   },
@@ -335,17 +325,15 @@ const UsageLine = Type.Object(
 const UsageOfOrg = {
   org: Type.String({ description: 'The org’s externalId' }),
   id: Type.String(),
-  usage: Type.Array(UsageLine, {
+  usage: Type.Array(UsageLineOfOrg, {
     description:
       'Per UTC day, product and metric, newest day first: the org identities’ monthly active users and call minutes',
   }),
   total: Type.Object(
     {
-      cost_usd: Usd('Billed cost of the window'),
-      cost_micros: Micros('The same'),
+      ...UsageTotal.properties,
       list_price_usd: Usd('List price of the window'),
       list_price_micros: Micros('The same'),
-      charged: Type.Boolean({ description: 'Whether this mode pays from the balance (live) or not (test)' }),
     },
     { additionalProperties: false },
   ),

@@ -74,10 +74,9 @@ const orgDeleted = () =>
   new ServiceError('conflict', 'This org was deleted; its records are kept but it cannot change', {
     code: 'ORG_DELETED',
   });
-const limitReached = (what: string, limit: number) =>
-  new ServiceError('conflict', `An org holds at most ${limit.toLocaleString('en')} ${what}`, {
-    code: 'LIMIT_REACHED',
-  });
+const limitReached = (message: string) => new ServiceError('conflict', message, { code: 'LIMIT_REACHED' });
+const orgLimitReached = (what: string, limit: number) =>
+  limitReached(`An org holds at most ${limit.toLocaleString('en')} ${what}`);
 
 /**
  * The chat server's name of an org: 12 lowercase letters and digits (JID nodes are lowercase), drawn
@@ -260,11 +259,11 @@ export function createOrgsService(deps: {
 
   const memberPage = (db: Db, orgId: string, limit: number, cursor?: string) =>
     orgsStore(db)
-      .members(orgId, limit, cursor === undefined ? undefined : deps.cursors.decode(cursor))
+      .members(orgId, limit, deps.cursors.decode(cursor))
       .then((rows) => deps.cursors.page(rows, limit, presentMember));
   const teamPage = (db: Db, orgId: string, limit: number, cursor?: string) =>
     orgsStore(db)
-      .teams(orgId, limit, cursor === undefined ? undefined : deps.cursors.decode(cursor))
+      .teams(orgId, limit, deps.cursors.decode(cursor))
       .then((rows) => deps.cursors.page(rows, limit, presentTeam));
 
   return {
@@ -302,13 +301,7 @@ export function createOrgsService(deps: {
       }
       if (existing && input.replace_deleted !== true) throw orgDeleted();
       if ((await store.liveOrgCount(principal)) >= ORG_LIMITS.orgsPerApp)
-        throw new ServiceError(
-          'conflict',
-          `An app holds at most ${ORG_LIMITS.orgsPerApp} orgs per key mode`,
-          {
-            code: 'LIMIT_REACHED',
-          },
-        );
+        throw limitReached(`An app holds at most ${ORG_LIMITS.orgsPerApp} orgs per key mode`);
       const org = await store.createOrg(principal, {
         id: newId('org'),
         externalId: input.externalId,
@@ -335,7 +328,7 @@ export function createOrgsService(deps: {
       principal: Principal,
       query: { limit: number; cursor?: string; status?: OrgRow['status'] },
     ) => {
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await orgsStore(deps.pool).orgs(principal, query.status, query.limit, position);
       return deps.cursors.page(rows, query.limit, presentOrg);
     },
@@ -426,7 +419,7 @@ export function createOrgsService(deps: {
         );
       } else {
         if (org.member_count >= ORG_LIMITS.membersPerOrg)
-          throw limitReached('members', ORG_LIMITS.membersPerOrg);
+          throw orgLimitReached('members', ORG_LIMITS.membersPerOrg);
         memberId = newId('mem');
         await store.createMember(
           {
@@ -507,7 +500,7 @@ export function createOrgsService(deps: {
       const existing = await store.team(org.id, extId);
       if (existing)
         return { created: false, team: presentTeam(await store.renameTeam(existing.id, name, now)) };
-      if (org.team_count >= ORG_LIMITS.teamsPerOrg) throw limitReached('teams', ORG_LIMITS.teamsPerOrg);
+      if (org.team_count >= ORG_LIMITS.teamsPerOrg) throw orgLimitReached('teams', ORG_LIMITS.teamsPerOrg);
       const team = await store.createTeam({ id: newId('team'), orgId: org.id, extId, name }, now);
       // The room first: a team whose room could not be made is not made either (503).
       const settings = await deps.realtime.ensure(principal);
@@ -548,10 +541,11 @@ export function createOrgsService(deps: {
     mayCall: async (orgId: string, identity: string) => {
       const store = orgsStore(deps.pool);
       const org = await store.orgById(orgId);
-      if (org?.status !== 'active' || !org.chat_enabled) return false;
+      if (!org) return false;
       const ofOrg = callIdentity(org, '');
       if (!identity.startsWith(ofOrg)) return false;
-      return (await store.memberByIdentityKey(org.id, identity.slice(ofOrg.length)))?.status === 'active';
+      const member = await store.memberByIdentityKey(org.id, identity.slice(ofOrg.length));
+      return member !== null && chatAllowed(org, member);
     },
 
     // ----- usage -----------------------------------------------------------------------------------
@@ -576,7 +570,7 @@ export function createOrgsService(deps: {
       query: { frm?: string; to?: string; limit: number; cursor?: string },
     ) => {
       const window = usageWindow(query);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await orgsStore(deps.pool).orgs(principal, undefined, query.limit, position);
       const page = deps.cursors.page(rows, query.limit, (row) => row);
       const usage = await deps.billing.orgUsage(
@@ -606,7 +600,7 @@ export function createOrgsService(deps: {
       query: { limit: number; cursor?: string },
     ) => {
       const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = chatAllowed(org, member)
         ? await orgsStore(deps.pool).directory(org, member, query.limit, position)
         : [];
@@ -691,7 +685,7 @@ export function createOrgsService(deps: {
     // ----- the signed-in user's side -------------------------------------------------------------
 
     myMemberships: async (user: UserPrincipal, query: { limit: number; cursor?: string }) => {
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await orgsStore(deps.pool).membershipsOf(user, user.userId, query.limit, position);
       const prefix = await prefixOf(user);
       return deps.cursors.page(rows, query.limit, (row) => presentMembership(prefix, row));
@@ -773,12 +767,12 @@ export function createOrgsService(deps: {
         return false;
       const store = orgsStore(deps.pool);
       const org = await store.orgByChatKey(sender.chatKey);
-      if (org?.status !== 'active' || !org.chat_enabled) return false;
+      if (!org) return false;
       const [a, b] = await Promise.all([
         store.memberByIdentityKey(org.id, sender.name),
         store.memberByIdentityKey(org.id, recipient.name),
       ]);
-      if (!a || !b || a.status !== 'active' || b.status !== 'active') return false;
+      if (!a || !b || !chatAllowed(org, a) || !chatAllowed(org, b)) return false;
       return policyAllows(org.policy, a.role, b.role, await store.shareTeam(a.id, b.id));
     },
   };

@@ -115,7 +115,7 @@ export function createMomentsService(deps: {
 
     list: async (principal: Principal, query: { author?: string; limit: number; cursor?: string }) => {
       const scope = await deps.social.scope(principal);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await store.list(scope, {
         // An unknown author has no moments: an empty page, as for buzzes.
         ...(query.author === undefined ? {} : { author: query.author }),
@@ -172,7 +172,7 @@ export function createMomentsService(deps: {
 
     listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {
       const moment = await requireMoment(await deps.social.scope(principal), id);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await commentsStore(deps.pool, COMMENTED.moment).list(moment.pk, {
         ...(position ? { after: position } : {}),
         limit: query.limit + 1,

@@ -182,7 +182,7 @@ export function createSocialService(deps: {
 
     listBuzzes: async (principal: Principal, query: { author?: string; limit: number; cursor?: string }) => {
       const scope = await scoped(principal);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       let authorPk: number | undefined;
       if (query.author !== undefined) {
         const author = await store.profileByUsername(scope, query.author);
@@ -259,7 +259,7 @@ export function createSocialService(deps: {
 
     listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {
       const buzz = await requireBuzz(await scoped(principal), id);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await commentsStore(deps.pool, COMMENTED.buzz).list(buzz.pk, {
         ...(position ? { after: position } : {}),
         limit: query.limit + 1,

@@ -174,7 +174,7 @@ export function createStudioService(deps: {
 
     list: async (principal: Principal, query: Static<typeof StudioListQuery>) => {
       const scope = await scoped(principal);
-      const position = query.cursor === undefined ? undefined : deps.cursors.decode(query.cursor);
+      const position = deps.cursors.decode(query.cursor);
       const rows = await store.list(scope, {
         ...(query.kind === undefined ? {} : { kind: query.kind }),
         ...(position ? { after: position } : {}),
