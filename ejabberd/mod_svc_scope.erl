@@ -229,7 +229,7 @@ user_send_packet({Pkt, #{mod := ejabberd_c2s} = State} = Acc) ->
         true ->
             {stop, {drop, bounce(Pkt, State, ?FORBIDDEN_TEXT)}};
         false ->
-            case org_reach(From, To) of
+            case org_reach(From, To, Pkt) of
                 allow -> Acc;
                 deny -> {stop, {drop, bounce(Pkt, State, ?ORG_POLICY_TEXT)}}
             end
@@ -288,21 +288,53 @@ scope(LUser) ->
 %% plane decides; its answers are kept a minute, and dropped at once when the org changes through
 %% svc_flush_org) and into its org's rooms (members-only: mod_muc decides who enters). Nobody else
 %% reaches an org identity. Stanzas to a server or service itself, and to one's own account, pass.
-org_reach(#jid{luser = FromUser, lserver = FromServer}, #jid{luser = ToUser, lserver = ToServer})
+%% A business's conversation rooms also take their customer, a personal identity (svc_conversations).
+org_reach(#jid{luser = FromUser, lserver = FromServer}, #jid{luser = ToUser, lserver = ToServer} = To, Pkt)
   when FromUser /= <<>>, ToUser /= <<>> ->
     case {org_key(FromUser), org_key(ToUser)} of
         {none, none} -> allow;
         _ when {FromUser, FromServer} == {ToUser, ToServer} -> allow;  % one's own account
+        {none, Key} ->
+            case is_service(ToServer) andalso svc_conversations:is_conversation(ToUser) of
+                true -> in_conversation(Key, FromUser, To, Pkt);  % the customer
+                false -> deny
+            end;
         {FromKey, ToKey} when FromKey /= ToKey -> deny;
         {Key, Key} ->
             case {ejabberd_router:is_my_host(ToServer), is_service(ToServer)} of
                 {true, _} -> may_reach(Key, FromUser, ToUser);
-                {_, true} -> allow;  % its org's room: affiliations decide
-                _ -> deny            % another server: an org identity talks only inside its org
+                {_, true} ->
+                    case svc_conversations:is_conversation(ToUser) of
+                        true -> in_conversation(Key, FromUser, To, Pkt);  % the staff
+                        false -> allow  % its org's room: affiliations decide
+                    end;
+                _ -> deny  % another server: an org identity talks only inside its org
             end
     end;
-org_reach(_From, _To) ->
+org_reach(_From, _To, _Pkt) ->
     allow.
+
+%% In a conversation room the affiliations decide who enters; the control plane decides who may post
+%% (the customer while the business's chat is on; the staff who may reply) and under which nickname
+%% the staff enter (theirs, or the business's when it hides their names): "<room>/<nick>" asks that.
+%% Subscriptions are the bundle's to make, never a client's.
+in_conversation(Key, FromUser, #jid{luser = Room, lresource = Nick}, Pkt) ->
+    case Pkt of
+        #message{type = groupchat} ->
+            may_reach(Key, FromUser, Room);
+        #presence{type = available} when Nick /= <<>> ->
+            case org_key(FromUser) of
+                none -> allow;
+                Key -> may_reach(Key, FromUser, <<Room/binary, "/", Nick/binary>>)
+            end;
+        #iq{} ->
+            case xmpp:has_subtag(Pkt, #muc_subscribe{}) of
+                true -> deny;
+                false -> allow
+            end;
+        _ ->
+            allow
+    end.
 
 %% The org key of an org identity's or room's node (<prefix>.+<key>.<node>), or none.
 org_key(LUser) ->
@@ -611,6 +643,33 @@ commands() ->
                         args_desc = ["The org's key"],
                         args_example = [<<"k3y0rg5abc12">>],
                         result = {res, rescode}},
+     #ejabberd_commands{name = svc_open_conversation, tags = [muc_room],
+                        desc = "Make a business's conversation room with its people, or bring them back into it",
+                        module = svc_conversations, function = open,
+                        args = [{name, binary}, {service, binary}, {title, binary}, {description, binary},
+                                {subject, binary}, {max_users, integer},
+                                {members, {list, {member, {tuple, [{jid, binary}, {nick, binary}]}}}}],
+                        args_desc = ["The room's name, <prefix>.+<org key>.c+<room key>", "The MUC service",
+                                     "The room's title", "Its description", "Its subject (may be empty)",
+                                     "Its most occupants",
+                                     "Each member's JID and nickname (also subscribed under it)"],
+                        args_example = [<<"abc123defg.+k3y0rg5abc12.c+r00mk3y123">>, <<"conference.chat.localhost">>,
+                                        <<"Acme">>, <<"We answer within the hour">>, <<"Hello!">>, 200,
+                                        [{<<"abc123defg.ana@chat.localhost">>, <<"Ana">>}]],
+                        result = {res, rescode}},
+     #ejabberd_commands{name = svc_set_conversation_staff, tags = [muc_room],
+                        desc = "Apply a change of a business inbox's staff to every one of its conversation rooms",
+                        module = svc_conversations, function = set_staff,
+                        args = [{prefix, binary}, {service, binary},
+                                {members, {list, {member, {tuple, [{jid, binary}, {nick, binary}]}}}},
+                                {removed, {list, {jid, binary}}}],
+                        args_desc = ["The rooms' prefix, <prefix>.+<org key>.c+", "The MUC service",
+                                     "Staff to be members and subscribers, each with their nickname",
+                                     "Staff to be neither"],
+                        args_example = [<<"abc123defg.+k3y0rg5abc12.c+">>, <<"conference.chat.localhost">>,
+                                        [{<<"abc123defg.+k3y0rg5abc12.st4ff3r123@chat.localhost">>, <<"Acme (1)">>}],
+                                        []],
+                        result = {rooms, integer}},
      #ejabberd_commands{name = svc_archive_size, tags = [mam],
                         desc = "How many messages an account's archive holds (the bundle's Mnesia archive)",
                         longdesc = "For operators checking retention, such as a deleted org's history.",

@@ -15,6 +15,7 @@ import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
 import { mediaRoutes } from './modules/media/routes.js';
 import { messagingRoutes } from './modules/messaging/routes.js';
+import { businessRoutes } from './modules/orgs/business-routes.js';
 import { orgRoutes } from './modules/orgs/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
@@ -155,6 +156,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...aboutRoutes(container.about),
     ...messagingRoutes(container.messaging),
     ...orgRoutes(container.orgs),
+    ...businessRoutes(container.businesses),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

@@ -16,6 +16,7 @@ import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
 import { createMessagingService, type MessagingService } from './modules/messaging/service.js';
+import { type BusinessesService, createBusinessesService } from './modules/orgs/businesses.js';
 import { createOrgsService, type OrgsService } from './modules/orgs/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
@@ -50,6 +51,7 @@ export interface Container extends Core {
   about: AboutService;
   messaging: MessagingService;
   orgs: OrgsService;
+  businesses: BusinessesService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -214,6 +216,18 @@ export async function createContainer(
   });
   // Deliveries wait for the connection (and answer 503 past their wait): starting never blocks.
   void messaging.start();
+  const businesses = createBusinessesService({
+    pool,
+    clock,
+    cursors,
+    orgs,
+    realtime,
+    messaging,
+    social,
+    ejabberd,
+    chatDomain: settings.SVC_CHAT_DOMAIN,
+    mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
+  });
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
@@ -252,6 +266,7 @@ export async function createContainer(
     about,
     messaging,
     orgs,
+    businesses,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

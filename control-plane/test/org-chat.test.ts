@@ -437,6 +437,7 @@ describe('the directory, conversations and calls', () => {
     expect(mine).toMatchObject({ ext_id: 'ana', role: 'member', teams: ['red'], muted: false });
     expect(mine.org).toEqual({
       external_id: 'acme',
+      kind: 'org',
       name: 'Acme',
       logo_url: null,
       status: 'active',

@@ -197,9 +197,9 @@ describe('POST /v1/orgs and /v1/orgs/{org}', () => {
     const app = await customer();
     const { appId, mode } = { appId: app.app.id, mode: 'test' };
     await ctx.container.pool.query(sql.unsafe`
-      insert into orgs (id, app_id, mode, external_id, chat_key, name, policy, chat_enabled, status,
+      insert into orgs (id, app_id, mode, external_id, kind, chat_key, name, policy, chat_enabled, status,
                         created_at, updated_at)
-      select 'org_limit_' || ${appId} || '_' || g, ${appId}, ${mode}, 'bulk-' || g,
+      select 'org_limit_' || ${appId} || '_' || g, ${appId}, ${mode}, 'bulk-' || g, 'org',
              substr(md5(${appId} || g), 1, 12), 'Bulk', 'anyone', true, 'active', now(), now()
       from generate_series(1, ${ORG_LIMITS.orgsPerApp - 1}) g`);
     await app.org('last-one');

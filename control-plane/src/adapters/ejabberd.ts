@@ -16,6 +16,35 @@ export interface RoomOptions {
   membersOnly?: true;
 }
 
+/** Someone in a room: their bare JID and their nickname there. */
+export interface RoomPerson {
+  jid: string;
+  nick: string;
+}
+
+/** A room an account's chat client lists and joins. */
+export interface Bookmark {
+  jid: string;
+  name: string;
+  nick: string;
+}
+
+/** A staff change goes through every conversation room of a business (thousands, in ejabberd). */
+const STAFF_CHANGE_TIMEOUT_MS = 60_000;
+
+/** mod_http_api takes a list of {jid, nick} pairs as one JSON object. */
+const personMap = (people: readonly RoomPerson[]) =>
+  Object.fromEntries(people.map((person) => [person.jid, person.nick]));
+
+const XML_ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&apos;',
+};
+const escapeXml = (text: string) => text.replace(/[&<>"']/g, (char) => XML_ESCAPES[char]!);
+
 /** ejabberd's HTTP API account of the control plane (ejabberd.yml: api_permissions "control plane"). */
 export const EJABBERD_API_USER = 'svc-api';
 
@@ -33,12 +62,12 @@ export function createEjabberdClient(options: {
   const base = options.apiUrl.replace(/\/$/, '');
   const authorization = `Basic ${Buffer.from(`${EJABBERD_API_USER}@${options.chatDomain}:${options.apiSecret}`).toString('base64')}`;
 
-  async function call(command: string, body: Record<string, unknown>): Promise<unknown> {
+  async function call(command: string, body: Record<string, unknown>, timeoutMs = 5_000): Promise<unknown> {
     const response = await fetch(`${base}/${command}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(5_000),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
     if (response.status !== 200) throw new EjabberdError(command, response.status, text.slice(0, 200));
@@ -127,6 +156,68 @@ export function createEjabberdClient(options: {
     /** A user's affiliation with a room: `none` in a members-only room also removes them at once. */
     setAffiliation: async (room: string, jid: string, affiliation: 'member' | 'none'): Promise<void> => {
       await call('set_room_affiliation', { name: room, service: options.mucDomain, jid, affiliation });
+    },
+
+    /**
+     * Makes a business's conversation room with its people (each a member, and subscribed under their
+     * nickname), or brings them back into it when it exists (ejabberd/svc_conversations.erl).
+     */
+    openConversation: async (
+      room: string,
+      setup: {
+        title: string;
+        description: string;
+        /** Empty for none. */
+        subject: string;
+        maxUsers: number;
+        members: readonly RoomPerson[];
+      },
+    ): Promise<void> => {
+      await call('svc_open_conversation', {
+        name: room,
+        service: options.mucDomain,
+        title: setup.title,
+        description: setup.description,
+        subject: setup.subject,
+        max_users: setup.maxUsers,
+        members: personMap(setup.members),
+      });
+    },
+
+    /**
+     * Applies a change of an inbox's staff to every conversation room of the business at once:
+     * `members` become members and subscribers under their nickname, `removed` neither. Answers how
+     * many rooms it went through: thousands take seconds, hence the longer wait.
+     */
+    setConversationStaff: async (
+      roomPrefix: string,
+      members: readonly RoomPerson[],
+      removed: readonly string[],
+    ): Promise<number> => {
+      const result = (await call(
+        'svc_set_conversation_staff',
+        { prefix: roomPrefix, service: options.mucDomain, members: personMap(members), removed },
+        STAFF_CHANGE_TIMEOUT_MS,
+      )) as { rooms: number };
+      return result.rooms;
+    },
+
+    /**
+     * Replaces an account's bookmarks (XEP-0048 in private XML storage, XEP-0049): the rooms its chat
+     * client shows and joins. Only for identities whose bookmarks the bundle keeps (business ones).
+     */
+    setBookmarks: async (user: string, rooms: readonly Bookmark[]): Promise<void> => {
+      const conferences = rooms
+        .map(
+          (room) =>
+            `<conference jid="${escapeXml(room.jid)}" name="${escapeXml(room.name)}" autojoin="true"><nick>${escapeXml(room.nick)}</nick></conference>`,
+        )
+        .join('');
+      await call('private_set', {
+        user,
+        host: options.chatDomain,
+        element: `<storage xmlns="storage:bookmarks">${conferences}</storage>`,
+      });
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

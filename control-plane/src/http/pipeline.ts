@@ -115,7 +115,19 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
   const keyed = KEYED.has(declared.auth);
   const idempotent = takesIdempotencyKey(declared);
   const onRequest = authHook(declared, deps);
-  const preValidation = admissionHook(declared, deps);
+  const admission = admissionHook(declared, deps);
+  // A body whose every field is optional may be left out: it reads as {} (a chat by code).
+  const optionalBody = declared.body !== undefined && !declared.body.required?.length;
+  const preValidation = [
+    ...(optionalBody
+      ? [
+          async (request: FastifyRequest) => {
+            request.body ??= {};
+          },
+        ]
+      : []),
+    ...(admission ? [admission] : []),
+  ];
   const onSend = [];
   if (keyed && declared.method === 'GET') {
     // Reads are free, but their response bytes count as bandwidth, accrued now and metered a moment later.
@@ -175,7 +187,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
       },
     },
     ...(onRequest ? { onRequest } : {}),
-    ...(preValidation ? { preValidation } : {}),
+    ...(preValidation.length > 0 ? { preValidation } : {}),
     ...(onSend.length > 0 ? { onSend } : {}),
     handler: async (request, reply) => {
       reply.code(declared.status ?? 200);

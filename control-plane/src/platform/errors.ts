@@ -13,6 +13,7 @@ export const ERROR_TYPES = {
   permission_error: 403,
   not_found: 404,
   conflict: 409,
+  gone: 410,
   rate_limited: 429,
   api_error: 500,
   service_unavailable: 503,
@@ -115,6 +116,8 @@ export const errors = {
     errors.validation([{ in: place, field, message }]),
   notFound: (what: string) => new ServiceError('not_found', `${what} not found`),
   conflict: (message: string, code?: string) => new ServiceError('conflict', message, code ? { code } : {}),
+  /** An operation that no longer exists; the message names what to use instead. */
+  gone: (message: string, code: string) => new ServiceError('gone', message, { code }),
   forbidden: (message: string, code?: string) =>
     new ServiceError('permission_error', message, code ? { code } : {}),
   missingKey: () =>

@@ -42,6 +42,7 @@ const ERROR_MEANINGS: Record<ErrorStatus, string> = {
   403: 'The app forbids this (a product switched off, a quota reached)',
   404: 'No such resource for this app and key mode',
   409: 'The resource is not in a state that allows this',
+  410: 'The operation is gone; the message names what to use instead',
   422: 'Validation failed: every failing field is listed',
   429: 'A rate limit, the daily cap or the invalid-key lockout',
   500: 'Server error (quote the request id)',

@@ -489,6 +489,10 @@ export function createMessagingService(deps: {
 
     // ----- phones ---------------------------------------------------------------------------------
 
+    /** The app user who registered a phone, or null. */
+    userOfPhone: (principal: Principal, phone: string) =>
+      messagingStore(deps.pool).userOfPhone(principal, phone),
+
     getPhone: async (principal: Principal, userId: string) => {
       const row = await messagingStore(deps.pool).phoneOf(principal, userId);
       if (!row) throw errors.notFound('Phone');

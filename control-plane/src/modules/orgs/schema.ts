@@ -27,10 +27,17 @@ export const EMBEDDED_PAGE = 100;
 
 export const POLICIES = ['anyone', 'teams', 'admins'] as const;
 export const ROLES = ['admin', 'member', 'guest'] as const;
+/** Every role a member may have: an org's (ROLES) or a business's (owner, admin, staff). */
+export const ANY_ROLES = ['admin', 'member', 'guest', 'owner', 'staff'] as const;
 export const ORG_STATUSES = ['active', 'suspended', 'deleted'] as const;
 export const MEMBER_STATUSES = ['active', 'disabled'] as const;
+/** Every status a member may have: a business's team also has people invited and asking to join. */
+export const ANY_MEMBER_STATUSES = ['active', 'disabled', 'invited', 'requested'] as const;
+/** org: made by the app's server (/v1/orgs); business: registered by an app user (/v1/me/businesses). */
+export const ORG_KINDS = ['org', 'business'] as const;
 export type Policy = (typeof POLICIES)[number];
 export type Role = (typeof ROLES)[number];
+export type AnyRole = (typeof ANY_ROLES)[number];
 
 const Policy = literalUnion(POLICIES, {
   description:
@@ -40,14 +47,22 @@ const Role = literalUnion(ROLES, {
   description:
     'admin (reaches and is reached by everyone), member, or guest (only their own teams and the admins)',
 });
-const LogoUrl = Type.String({
+const AnyRole = literalUnion(ANY_ROLES, {
+  description:
+    'An org’s: admin, member or guest; a business’s: owner, admin or staff (owner and admin reach everyone, like an org’s admin)',
+});
+const OrgKind = literalUnion(ORG_KINDS, {
+  description:
+    'org: the app’s own (/v1/orgs); business: registered by an app user and managed by them (/v1/me/businesses), read-only here',
+});
+export const LogoUrl = Type.String({
   format: 'uri',
   pattern: '^https://',
   maxLength: LOGO_URL_MAX,
-  description: 'An https URL of the org’s logo (a storage object’s URL or any other)',
+  description: 'An https URL of the logo (a storage object’s URL or any other)',
 });
 const OrgName = displayName(ORG_NAME_MAX, 'The org’s name');
-const Timestamps = {
+export const Timestamps = {
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
 };
@@ -100,6 +115,7 @@ export const Org = Type.Object(
     external_id: Type.String(),
     name: Type.String(),
     logo_url: Type.Union([Type.String(), Type.Null()]),
+    kind: OrgKind,
     policy: Policy,
     chat: Type.Boolean(),
     status: literalUnion(ORG_STATUSES),
@@ -137,9 +153,12 @@ export const Member = Type.Object(
     id: Type.String({ description: 'The member’s id: member_id under /v1/me/org-memberships' }),
     ext_id: Type.String(),
     user_id: Type.Union([Type.String(), Type.Null()]),
-    role: Role,
+    role: AnyRole,
     title: Type.Union([Type.String(), Type.Null()]),
-    status: literalUnion(MEMBER_STATUSES),
+    status: literalUnion(ANY_MEMBER_STATUSES, {
+      description:
+        'active or disabled; a business’s team also has people invited and requested (asking to join)',
+    }),
     teams: Type.Array(Type.String(), { description: 'The ext_ids of the member’s teams, in ext_id order' }),
     ...Timestamps,
   },
@@ -203,7 +222,7 @@ export const DirectoryEntry = Type.Object(
   {
     id: Type.String(),
     ext_id: Type.String(),
-    role: Role,
+    role: AnyRole,
     title: Type.Union([Type.String(), Type.Null()]),
     teams: Type.Array(Type.String()),
     jid: Jid,
@@ -262,7 +281,7 @@ export const Membership = Type.Object(
   {
     id: Type.String({ description: 'member_id' }),
     ext_id: Type.String(),
-    role: Role,
+    role: AnyRole,
     title: Type.Union([Type.String(), Type.Null()]),
     status: literalUnion(MEMBER_STATUSES),
     teams: Type.Array(Type.String()),
@@ -271,7 +290,8 @@ export const Membership = Type.Object(
     muted: Type.Boolean(),
     org: Type.Object(
       {
-        external_id: Type.String(),
+        external_id: Type.String({ description: 'An org’s externalId; a business’s id' }),
+        kind: OrgKind,
         name: Type.String(),
         logo_url: Type.Union([Type.String(), Type.Null()]),
         status: literalUnion(['active', 'suspended'] as const),
@@ -382,6 +402,7 @@ export const OrgRow = z.object({
   app_id: z.string(),
   mode: z.enum(['live', 'test']),
   external_id: z.string(),
+  kind: z.enum(ORG_KINDS),
   chat_key: z.string(),
   name: z.string(),
   logo_url: z.string().nullable(),
@@ -402,9 +423,9 @@ export const MemberRow = z.object({
   ext_id: z.string(),
   identity_key: z.string(),
   user_id: z.string().nullable(),
-  role: z.enum(ROLES),
+  role: z.enum(ANY_ROLES),
   title: z.string().nullable(),
-  status: z.enum(MEMBER_STATUSES),
+  status: z.enum(ANY_MEMBER_STATUSES),
   display_name: z.string().nullable(),
   muted: z.boolean(),
   teams: z.array(z.string()),
@@ -416,6 +437,7 @@ export type MemberRow = z.infer<typeof MemberRow>;
 /** A member with what the member's own user sees of the org. */
 export const MembershipRow = MemberRow.extend({
   org_external_id: z.string(),
+  org_kind: z.enum(ORG_KINDS),
   org_name: z.string(),
   org_logo_url: z.string().nullable(),
   org_status: z.enum(ORG_STATUSES),

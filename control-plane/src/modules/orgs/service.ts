@@ -18,6 +18,7 @@ import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
 import type { AppScope, RealtimeService } from '../realtime/service.js';
+import { businessStore } from './business-store.js';
 import { policyAllows } from './policy.js';
 import {
   DEFAULT_USAGE_WINDOW_DAYS,
@@ -38,6 +39,7 @@ const iso = (date: Date) => date.toISOString();
 const presentOrg = (row: OrgRow) => ({
   id: row.id,
   external_id: row.external_id,
+  kind: row.kind,
   name: row.name,
   logo_url: row.logo_url,
   policy: row.policy,
@@ -69,6 +71,14 @@ const presentTeam = (row: TeamRow) => ({
   created_at: iso(row.created_at),
   updated_at: iso(row.updated_at),
 });
+
+/** A business's org changes only through its owner and admins (/v1/me/businesses). */
+const businessOrg = () =>
+  new ServiceError(
+    'conflict',
+    'This org is a business, registered by an app user: it is managed through /v1/me/businesses by its owner and admins',
+    { code: 'BUSINESS_ORG' },
+  );
 
 const orgDeleted = () =>
   new ServiceError('conflict', 'This org was deleted; its records are kept but it cannot change', {
@@ -173,9 +183,10 @@ export function createOrgsService(deps: {
     return org;
   }
 
-  /** The org the path names, locked, that may still change. */
+  /** The org the path names, locked, that may still change here (not a business's). */
   async function changeableOrg(tx: Transaction, principal: Principal, externalId: string) {
     const org = await orgOf(tx, principal, externalId, 'update');
+    if (org.kind === 'business') throw businessOrg();
     if (org.status === 'deleted') throw orgDeleted();
     return org;
   }
@@ -225,13 +236,15 @@ export function createOrgsService(deps: {
     ext_id: row.ext_id,
     role: row.role,
     title: row.title,
-    status: row.status,
+    // The store lists active and disabled memberships only.
+    status: row.status as 'active' | 'disabled',
     teams: row.teams,
     jid: jid(orgNode(prefix, row.org_chat_key, row.identity_key)),
     display_name: row.display_name,
     muted: row.muted,
     org: {
       external_id: row.org_external_id,
+      kind: row.org_kind,
       name: row.org_name,
       logo_url: row.org_logo_url,
       status: row.org_status as 'active' | 'suspended',
@@ -286,6 +299,7 @@ export function createOrgsService(deps: {
       await store.lockAppOrgs(principal);
       const now = deps.clock.now();
       const existing = await store.org(principal, input.externalId, 'update');
+      if (existing?.kind === 'business') throw businessOrg();
       if (existing && existing.status !== 'deleted') {
         const org = await store.updateOrg(
           existing.id,
@@ -305,6 +319,7 @@ export function createOrgsService(deps: {
       const org = await store.createOrg(principal, {
         id: newId('org'),
         externalId: input.externalId,
+        kind: 'org',
         chatKey: newChatKey(),
         name: input.name,
         logoUrl: input.logo_url ?? null,
@@ -359,8 +374,7 @@ export function createOrgsService(deps: {
     },
 
     deleteOrg: async (principal: Principal, externalId: string, tx: Transaction) => {
-      const org = await orgOf(tx, principal, externalId, 'update');
-      if (org.status === 'deleted') throw orgDeleted();
+      const org = await changeableOrg(tx, principal, externalId);
       await orgsStore(tx).deleteOrg(org.id, deps.clock.now());
       revokeEveryMember(tx, principal, org);
       flushReach(tx, org);
@@ -545,7 +559,8 @@ export function createOrgsService(deps: {
       const ofOrg = callIdentity(org, '');
       if (!identity.startsWith(ofOrg)) return false;
       const member = await store.memberByIdentityKey(org.id, identity.slice(ofOrg.length));
-      return member !== null && chatAllowed(org, member);
+      if (member === null || !chatAllowed(org, member)) return false;
+      return org.kind !== 'business' || businessStore(deps.pool).callsOn(org.id);
     },
 
     // ----- usage -----------------------------------------------------------------------------------
@@ -669,6 +684,8 @@ export function createOrgsService(deps: {
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
+      if (org.kind === 'business' && !(await businessStore(deps.pool).callsOn(org.id)))
+        throw noChat('Calls are off for this business', 'CALLS_OFF');
       const identity = callIdentity(org, member.identity_key);
       const token = await deps.live.mintToken(principal, {
         room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
@@ -736,6 +753,8 @@ export function createOrgsService(deps: {
     ) =>
       inTransaction(deps.pool, async (tx) => {
         const org = await orgOf(tx, principal, externalId, 'share');
+        // A business identity's credential is its user's own to ask for (/v1/me).
+        if (org.kind === 'business' && !owner) throw businessOrg();
         if (org.status === 'deleted') throw orgDeleted();
         const member = await orgsStore(tx).member(org.id, extId, 'share');
         if (!member) throw errors.notFound('Member');
@@ -775,6 +794,20 @@ export function createOrgsService(deps: {
       if (!a || !b || !chatAllowed(org, a) || !chatAllowed(org, b)) return false;
       return policyAllows(org.policy, a.role, b.role, await store.shareTeam(a.id, b.id));
     },
+
+    // ----- for the businesses (businesses.ts): what their changes do on the chat server -------------
+
+    /** After the commit, a member identity loses its credential, its sessions and its calls. */
+    identityRevoked: async (tx: Transaction, principal: Principal, org: OrgRow, identityKey: string) =>
+      revokeMember(tx, await prefixOf(principal), org, identityKey),
+    /** After the commit, every identity of the org loses its credential, sessions and calls. */
+    everyIdentityRevoked: revokeEveryMember,
+    /** After the commit, every ejabberd node forgets its answers about the org. */
+    reachChanged: flushReach,
+    /** After the commit, the org's calls end (its calls were turned off). */
+    callsEnded: (tx: Transaction, org: OrgRow) => tx.afterCommit(() => deps.live.endOrgCalls(org.id)),
+    /** Whether the org (a business) has chat now, with the member: their identity may be used. */
+    chatAllowed,
   };
 }
 

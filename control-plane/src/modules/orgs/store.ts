@@ -3,19 +3,41 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
-import { MemberRow, MembershipRow, OrgRow, type Policy, type Role, TeamRow } from './schema.js';
+import { type AnyRole, MemberRow, MembershipRow, OrgRow, type Policy, TeamRow } from './schema.js';
 
 interface Scope {
   appId: string;
   mode: KeyMode;
 }
 
-const orgColumns = sql.fragment`
-  id, app_id, mode, external_id, chat_key, name, logo_url, policy, chat_enabled, status, member_count,
-  team_count, created_at, updated_at, deleted_at`;
+const ORG_COLUMNS = [
+  'id',
+  'app_id',
+  'mode',
+  'external_id',
+  'kind',
+  'chat_key',
+  'name',
+  'logo_url',
+  'policy',
+  'chat_enabled',
+  'status',
+  'member_count',
+  'team_count',
+  'created_at',
+  'updated_at',
+  'deleted_at',
+];
+/** An org's columns, of the table or alias named (businesses join orgs as `o`). */
+export const orgColumnsOf = (table: string) =>
+  sql.join(
+    ORG_COLUMNS.map((column) => sql.identifier([table, column])),
+    sql.fragment`, `,
+  );
+const orgColumns = orgColumnsOf('orgs');
 
-/** A member's columns, with the ext_ids of their teams in ext_id order. */
-const memberColumns = sql.fragment`
+/** A member's columns (as `m`), with the ext_ids of their teams in ext_id order. */
+export const memberColumns = sql.fragment`
   m.id, m.org_id, m.ext_id, m.identity_key, m.user_id, m.role, m.title, m.status, m.display_name, m.muted,
   m.created_at, m.updated_at,
   coalesce((select array_agg(t.ext_id order by t.ext_id)
@@ -25,7 +47,7 @@ const memberColumns = sql.fragment`
 const teamColumns = sql.fragment`id, org_id, ext_id, name, created_at, updated_at`;
 
 /** Rows after a newest-first cursor position. */
-const after = (position: Position | undefined, table: string) =>
+export const after = (position: Position | undefined, table: string) =>
   position
     ? sql.fragment`and (${sql.identifier([table, 'created_at'])}, ${sql.identifier([table, 'id'])})
                        < (${sql.timestamp(position.createdAt)}, ${position.id})`
@@ -40,10 +62,10 @@ export interface OrgChanges {
 }
 
 export interface MemberChanges {
-  role?: Role;
+  role?: AnyRole;
   title?: string | null;
   userId?: string | null;
-  status?: 'active' | 'disabled';
+  status?: MemberRow['status'];
   /** A new identity (the member is linked to another user). */
   identityKey?: string;
 }
@@ -105,13 +127,14 @@ export function orgsStore(db: Db) {
     liveOrgCount: (scope: Scope) =>
       db.oneFirst(sql.type(z.object({ count: z.number().int() }))`
         select count(*)::int as count from orgs
-        where app_id = ${scope.appId} and mode = ${scope.mode} and status <> 'deleted'`),
+        where app_id = ${scope.appId} and mode = ${scope.mode} and status <> 'deleted' and kind = 'org'`),
 
     createOrg: (
       scope: Scope,
       org: {
         id: string;
         externalId: string;
+        kind: OrgRow['kind'];
         chatKey: string;
         name: string;
         logoUrl: string | null;
@@ -121,9 +144,9 @@ export function orgsStore(db: Db) {
       },
     ) =>
       db.one(sql.type(OrgRow)`
-        insert into orgs (id, app_id, mode, external_id, chat_key, name, logo_url, policy, chat_enabled,
+        insert into orgs (id, app_id, mode, external_id, kind, chat_key, name, logo_url, policy, chat_enabled,
                           status, created_at, updated_at)
-        values (${org.id}, ${scope.appId}, ${scope.mode}, ${org.externalId}, ${org.chatKey}, ${org.name},
+        values (${org.id}, ${scope.appId}, ${scope.mode}, ${org.externalId}, ${org.kind}, ${org.chatKey}, ${org.name},
                 ${org.logoUrl}, ${org.policy}, ${org.chatEnabled}, 'active', ${sql.timestamp(org.at)},
                 ${sql.timestamp(org.at)})
         returning ${orgColumns}`),
@@ -183,7 +206,7 @@ export function orgsStore(db: Db) {
           where a.member_id = ${me.id})
         select ${memberColumns} from org_members m
         where m.org_id = ${org.id} and m.id <> ${me.id} and m.status = 'active'
-          and (${me.role} = 'admin' or m.role = 'admin'
+          and (${me.role} in ('admin', 'owner') or m.role in ('admin', 'owner')
                or ((${me.role} = 'guest' or m.role = 'guest' or ${org.policy} = 'teams')
                    and m.id in (select member_id from teammates))
                or (${me.role} <> 'guest' and m.role <> 'guest' and ${org.policy} = 'anyone'))
@@ -194,24 +217,24 @@ export function orgsStore(db: Db) {
     /** A user's memberships in the app's orgs that are not deleted, newest first, with their org. */
     membershipsOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
       db.any(sql.type(MembershipRow)`
-        select ${memberColumns}, o.external_id as org_external_id, o.name as org_name,
+        select ${memberColumns}, o.external_id as org_external_id, o.kind as org_kind, o.name as org_name,
                o.logo_url as org_logo_url, o.status as org_status, o.chat_enabled as org_chat,
                o.chat_key as org_chat_key
         from org_members m join orgs o on o.id = m.org_id
         where m.user_id = ${userId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode}
-          and o.status <> 'deleted' ${after(position, 'm')}
+          and o.status <> 'deleted' and m.status in ('active', 'disabled') ${after(position, 'm')}
         order by m.created_at desc, m.id desc
         limit ${limit + 1}`),
 
     /** A user's own membership by its id, in an org of the app that is not deleted. */
     membershipOf: (scope: Scope, userId: string, memberId: string) =>
       db.maybeOne(sql.type(MembershipRow)`
-        select ${memberColumns}, o.external_id as org_external_id, o.name as org_name,
+        select ${memberColumns}, o.external_id as org_external_id, o.kind as org_kind, o.name as org_name,
                o.logo_url as org_logo_url, o.status as org_status, o.chat_enabled as org_chat,
                o.chat_key as org_chat_key
         from org_members m join orgs o on o.id = m.org_id
         where m.id = ${memberId} and m.user_id = ${userId} and o.app_id = ${scope.appId}
-          and o.mode = ${scope.mode} and o.status <> 'deleted'`),
+          and o.mode = ${scope.mode} and o.status <> 'deleted' and m.status in ('active', 'disabled')`),
 
     /** The user's own settings for a membership. */
     setOwnSettings: (
@@ -237,10 +260,10 @@ export function orgsStore(db: Db) {
         id: string;
         orgId: string;
         extId: string;
-        role: Role;
+        role: AnyRole;
         title: string | null;
         userId: string | null;
-        status: 'active' | 'disabled';
+        status: MemberRow['status'];
         identityKey: string;
       },
       at: Date,

@@ -109,6 +109,10 @@ export function createSocialService(deps: {
 
     // ----- profiles ---------------------------------------------------------------------------
 
+    /** The full name on a user's profile, or null when they have none. */
+    displayNameOf: async (principal: Principal, userId: string) =>
+      (await socialStore(deps.pool).profileOfUser(await scoped(principal), userId))?.full_name ?? null,
+
     getProfile: async (principal: Principal, username: string) =>
       presentProfile(await requireProfile(await scoped(principal), username)),
 
