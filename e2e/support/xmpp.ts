@@ -56,6 +56,7 @@ export async function connect(
     else seen.push(stanza);
   });
   await xmpp.start();
+  await streamManagementEnabled(xmpp);
   await xmpp.send(xml('presence'));
   return {
     xmpp,
@@ -78,6 +79,17 @@ export async function connect(
       await xmpp.stop().catch(() => {});
     },
   };
+}
+
+/**
+ * Waits for XEP-0198 to be on before the first stanza: xmpp.js counts a stanza that arrives just
+ * before <enabled/> after it resets its counter, then acknowledges one stanza too many and ejabberd
+ * closes the stream ("Client acknowledged more stanzas than sent by server").
+ */
+async function streamManagementEnabled(xmpp: Client) {
+  const sm = (xmpp as unknown as { streamManagement: { enabled: boolean } }).streamManagement;
+  for (let waited = 0; !sm.enabled && waited < 5_000; waited += 10)
+    await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
 /** Why a login failed: the SASL condition (e.g. not-authorized), or the error's message. */

@@ -1,0 +1,350 @@
+import { xml } from '@xmpp/client';
+import type { Element } from '@xmpp/xml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChatCredential, type ChatSession, connect, loginFailure } from '../../e2e/support/xmpp.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+
+// A business's public chat on the real ejabberd: a room per customer (svc_conversations), its staff
+// subscribed (MUC/Sub), who may post decided by mod_svc_scope asking the test stack's control plane
+// (which shares this database), who is in decided by the rooms' affiliations.
+
+let ctx: TestContext;
+const sessions: ChatSession[] = [];
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await Promise.all(sessions.map((session) => session.stop()));
+  await ctx.close();
+});
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+const MUCSUB_MESSAGES = 'urn:xmpp:mucsub:nodes:messages';
+const MUC_USER = 'http://jabber.org/protocol/muc#user';
+const QUIET_MS = 1_500;
+
+async function world() {
+  const made = await createCustomer(ctx.container);
+  const asApp = (method: Method, url: string, payload?: object) =>
+    callWithKey(ctx.app, made.token, method, url, payload);
+  const user = async (userId: string) => {
+    const minted = await asApp('POST', `/v1/users/${encodeURIComponent(userId)}/tokens`, {});
+    expect(minted.statusCode, minted.body).toBe(200);
+    const token = minted.json().token as string;
+    const call = (method: Method, url: string, payload?: object) =>
+      callWithKey(ctx.app, token, method, url, payload);
+    const code = async () => (await call('GET', '/v1/me/code')).json().code as string;
+    /** Logs in with the user's personal identity. */
+    const personal = async () =>
+      online((await asApp('POST', '/v1/realtime/chat/tokens', { user_id: userId })).json());
+    /** Logs in with the user's identity in a business (their only membership here). */
+    const atWork = async () => online(await workCredential());
+    const workCredential = async (): Promise<ChatCredential> => {
+      const [membership] = (await call('GET', '/v1/me/org-memberships')).json().items;
+      const minted = await call('POST', `/v1/me/org-memberships/${membership.id}/chat-token`, {});
+      expect(minted.statusCode, minted.body).toBe(200);
+      return minted.json();
+    };
+    return { userId, call, code, personal, atWork, workCredential };
+  };
+  return { ...made, asApp, user };
+}
+type User = Awaited<ReturnType<Awaited<ReturnType<typeof world>>['user']>>;
+
+async function online(credential: ChatCredential) {
+  const session = await connect(credential);
+  sessions.push(session);
+  return session;
+}
+
+/** A business with its owner, and a staff member on its team. */
+async function shop(fields: object = {}) {
+  const app = await world();
+  const [owner, staff] = [await app.user('owner'), await app.user('staff')];
+  const created = await owner.call('POST', '/v1/me/businesses', { name: 'Acme', ...fields });
+  expect(created.statusCode, created.body).toBe(201);
+  const business = created.json() as { id: string; code: string; inbox: { id: string } };
+  const invited = await owner.call('POST', `/v1/me/businesses/${business.id}/members`, {
+    code: await staff.code(),
+    title: 'Sam',
+  });
+  expect((await staff.call('POST', `/v1/me/org-invites/${invited.json().id}/accept`)).statusCode).toBe(200);
+  const base = `/v1/me/businesses/${business.id}`;
+  /** A customer's conversation room, opened by code. */
+  const opens = async (customer: User) => {
+    const chat = await customer.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Cleo' });
+    expect(chat.statusCode, chat.body).toBe(200);
+    return chat.json().jid as string;
+  };
+  return { app, owner, staff, business, base, staffId: invited.json().id as string, opens };
+}
+
+let sent = 0;
+/** Posts in a room (without joining: every member is a MUC/Sub subscriber); its id. */
+async function post(session: ChatSession, room: string, text: string) {
+  const id = `b${++sent}`;
+  await session.xmpp.send(xml('message', { to: room, type: 'groupchat', id }, xml('body', {}, text)));
+  return id;
+}
+
+/** The MUC/Sub delivery of a room's message to a subscriber, with the text. */
+const mucsubMessage = (room: string, text: string) => (stanza: Element) =>
+  stanza.is('message') &&
+  stanza.attrs.from === room &&
+  stanza.getChild('event', 'http://jabber.org/protocol/pubsub#event')?.getChild('items')?.attrs.node ===
+    MUCSUB_MESSAGES &&
+  stanza.toString().includes(text);
+
+/** The message inside a MUC/Sub event. */
+const innerMessage = (event: Element) =>
+  event.getChild('event')!.getChild('items')!.getChild('item')!.getChild('message')!;
+
+/** Whether a post arrives at `to` within the wait. */
+async function arrives(to: ChatSession, room: string, text: string) {
+  return to.next(mucsubMessage(room, text), QUIET_MS).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The error a post of `from` bounced with, or null when none came back. */
+async function bounce(from: ChatSession, id: string) {
+  return from
+    .next(
+      (stanza) => stanza.is('message') && stanza.attrs.id === id && stanza.attrs.type === 'error',
+      QUIET_MS,
+    )
+    .then(
+      (error) => {
+        const condition = error
+          .getChild('error')!
+          .children.find((child) => typeof child !== 'string' && child.name !== 'text') as Element;
+        return condition.name;
+      },
+      () => null,
+    );
+}
+
+/** The statuses of a MUC presence (110: about oneself, 321: sent out by an affiliation change). */
+const statuses = (presence: Element) =>
+  (presence.getChild('x', MUC_USER)?.getChildren('status') ?? []).map(
+    (status) => status.attrs.code as string,
+  );
+
+/** Enters a room under a nickname; the presence that answers (type error when refused). */
+async function enter(session: ChatSession, room: string, nick: string) {
+  const answer = session.next(
+    (stanza) =>
+      stanza.is('presence') &&
+      stanza.attrs.from === `${room}/${nick}` &&
+      (stanza.attrs.type === 'error' ||
+        (stanza.attrs.type === undefined && statuses(stanza).includes('110'))),
+  );
+  await session.xmpp.send(
+    xml('presence', { to: `${room}/${nick}` }, xml('x', { xmlns: 'http://jabber.org/protocol/muc' })),
+  );
+  return answer;
+}
+
+/** Whether the server closes a session within a few seconds. */
+async function closed(session: ChatSession) {
+  for (let waited = 0; waited < 3_000; waited += 50) {
+    if (session.xmpp.status !== 'online') return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
+/** The rooms in an account's bookmarks (XEP-0048 in private storage). */
+async function bookmarks(session: ChatSession) {
+  const id = `bm${++sent}`;
+  const answer = session.next((stanza) => stanza.is('iq') && stanza.attrs.id === id);
+  await session.xmpp.send(
+    xml(
+      'iq',
+      { type: 'get', id },
+      xml('query', { xmlns: 'jabber:iq:private' }, xml('storage', { xmlns: 'storage:bookmarks' })),
+    ),
+  );
+  const storage = (await answer).getChild('query')?.getChild('storage');
+  return (storage?.getChildren('conference') ?? []).map((room) => room.attrs.jid as string);
+}
+
+describe('a business’s public chat on the chat server', () => {
+  it('brings a customer who has the code to the staff, and the staff’s reply back as the business', async () => {
+    const { app, owner, staff, opens } = await shop();
+    const customer = await app.user('cleo');
+    const room = await opens(customer);
+    const [cleo, sam, boss] = [await customer.personal(), await staff.atWork(), await owner.atWork()];
+    const heard = sam.next(mucsubMessage(room, 'Is it open on Sunday?'));
+    const alsoHeard = boss.next(mucsubMessage(room, 'Is it open on Sunday?'));
+    await post(cleo, room, 'Is it open on Sunday?');
+    expect(innerMessage(await heard).attrs.from).toBe(`${room}/Cleo`);
+    await alsoHeard;
+    const answer = cleo.next(mucsubMessage(room, 'Yes, ten to four'));
+    await post(sam, room, 'Yes, ten to four');
+    const reply = await answer;
+    // The business's name, numbered, and nothing of the staff member's identity.
+    expect(innerMessage(reply).attrs.from).toBe(`${room}/Acme (2)`);
+    expect(reply.toString()).not.toContain(sam.credential.user);
+    expect(reply.toString()).not.toContain('Sam');
+  });
+
+  it('shows the staff’s titles when the business says so, and keeps each to the name it gives', async () => {
+    const { app, staff, opens, base, owner } = await shop({ staff_names: 'shown' });
+    const room = await opens(await app.user('cleo'));
+    const sam = await staff.atWork();
+    expect((await enter(sam, room, 'Acme (2)')).attrs.type).toBe('error');
+    const entered = await enter(sam, room, 'Sam (2)');
+    expect(entered.attrs.type).toBeUndefined();
+    await owner.call('PATCH', base, { staff_names: 'hidden' });
+    const other = await staff.atWork();
+    expect((await enter(other, room, 'Sam (2)')).attrs.type).toBe('error');
+  });
+
+  it('refuses a post from staff who may only read, in the server itself', async () => {
+    const { app, owner, staff, opens, base, business, staffId } = await shop();
+    const room = await opens(await app.user('cleo'));
+    const put = await owner.call('PUT', `${base}/inboxes/${business.inbox.id}/staff`, {
+      staff: [
+        {
+          member_id: (await owner.call('GET', `${base}/members?status=active`))
+            .json()
+            .items.find((p: { role: string }) => p.role === 'owner').id,
+          may_reply: true,
+        },
+        { member_id: staffId, may_reply: false },
+      ],
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    const sam = await staff.atWork();
+    expect(await bounce(sam, await post(sam, room, 'Let me check'))).toBe('forbidden');
+    // Reading still works.
+    const cleo = await (await app.user('cleo')).personal();
+    const heard = sam.next(mucsubMessage(room, 'Thanks'));
+    await post(cleo, room, 'Thanks');
+    await heard;
+  });
+
+  it('stops a staff member taken off the inbox receiving its conversations at once', async () => {
+    const { app, owner, staff, opens, base, business } = await shop();
+    const customer = await app.user('cleo');
+    const room = await opens(customer);
+    const [cleo, sam, boss] = [await customer.personal(), await staff.atWork(), await owner.atWork()];
+    expect((await enter(sam, room, 'Acme (2)')).attrs.type).toBeUndefined();
+    const ownerId = (await owner.call('GET', `${base}/members?status=active`))
+      .json()
+      .items.find((p: { role: string }) => p.role === 'owner').id;
+    const put = await owner.call('PUT', `${base}/inboxes/${business.inbox.id}/staff`, {
+      staff: [{ member_id: ownerId, may_reply: true }],
+    });
+    expect(put.json().staff).toEqual([{ member_id: ownerId, may_reply: true, nick: 'Acme (1)' }]);
+    // Sent out of the room as the change is made.
+    const sentOut = await sam.next(
+      (stanza) =>
+        stanza.is('presence') &&
+        stanza.attrs.from === `${room}/Acme (2)` &&
+        stanza.attrs.type === 'unavailable',
+    );
+    expect(statuses(sentOut)).toContain('321');
+    const heardByBoss = boss.next(mucsubMessage(room, 'Hello again'));
+    await post(cleo, room, 'Hello again');
+    await heardByBoss;
+    expect(await arrives(sam, room, 'Hello again')).toBe(false);
+    // Refused by mod_svc_scope first (no name of theirs here now); the room no longer lists them either.
+    const refused = await enter(sam, room, 'Acme (2)');
+    expect(refused.getChild('error')?.getChild('forbidden')).toBeDefined();
+    // New conversations do not include them either.
+    const later = await opens(await app.user('dee'));
+    expect((await enter(sam, later, 'Acme (2)')).attrs.type).toBe('error');
+  });
+
+  it('keeps customers to their own conversation, and the business’s chat off stops their posts', async () => {
+    const { app, owner, opens, base } = await shop();
+    const [cleoUser, deeUser] = [await app.user('cleo'), await app.user('dee')];
+    const [cleosRoom, deesRoom] = [await opens(cleoUser), await opens(deeUser)];
+    const [cleo, dee] = [await cleoUser.personal(), await deeUser.personal()];
+    expect(await bounce(dee, await post(dee, cleosRoom, 'Not mine'))).toBe('forbidden');
+    expect((await enter(dee, cleosRoom, 'Dee')).attrs.type).toBe('error');
+    expect(await bounce(dee, await post(dee, deesRoom, 'Mine'))).toBeNull();
+    await owner.call('PATCH', base, { chat: false });
+    expect(await bounce(cleo, await post(cleo, cleosRoom, 'Anyone there?'))).toBe('forbidden');
+  });
+});
+
+describe('a business’s team on the chat server', () => {
+  it('puts the inbox in an accepted member’s bookmarks, and lets them in', async () => {
+    const { staff, business, owner } = await shop();
+    const sam = await staff.atWork();
+    const rooms = await bookmarks(sam);
+    const inbox = (await owner.call('GET', `/v1/me/businesses/${business.id}/inboxes`)).json().items[0];
+    expect(rooms).toEqual([inbox.jid]);
+    expect((await enter(sam, inbox.jid, 'Sam')).attrs.type).toBeUndefined();
+  });
+
+  it('refuses a disabled member at login, and lets them back when restored', async () => {
+    const { owner, staff, base, staffId } = await shop();
+    const credential = await staff.workCredential();
+    expect(await loginFailure(credential)).toBeNull();
+    expect((await owner.call('PATCH', `${base}/members/${staffId}`, { status: 'disabled' })).statusCode).toBe(
+      200,
+    );
+    expect(await loginFailure(credential)).toBe('not-authorized');
+    const [membership] = (await staff.call('GET', '/v1/me/org-memberships')).json().items;
+    const refused = await staff.call('POST', `/v1/me/org-memberships/${membership.id}/chat-token`, {});
+    expect(refused.json().error.code).toBe('MEMBER_DISABLED');
+    await owner.call('PATCH', `${base}/members/${staffId}`, { status: 'active' });
+    expect(await loginFailure(await staff.workCredential())).toBeNull();
+  });
+
+  it('leaves a removed person no chat for the business by any route', async () => {
+    const { app, owner, staff, base, staffId, opens } = await shop();
+    const room = await opens(await app.user('cleo'));
+    const credential = await staff.workCredential();
+    const sam = await online(credential);
+    expect((await owner.call('DELETE', `${base}/members/${staffId}`)).statusCode).toBe(200);
+    expect(await loginFailure(credential)).toBe('not-authorized');
+    expect((await staff.call('GET', '/v1/me/org-memberships')).json().items).toEqual([]);
+    // Their personal identity is a stranger to the business's rooms.
+    const home = await staff.personal();
+    expect((await enter(home, room, 'Sam')).attrs.type).toBe('error');
+    // The session they had open was closed with the removal.
+    expect(await closed(sam)).toBe(true);
+  });
+
+  it('leaves a business that was declined unable to message the person, on the server too', async () => {
+    const { app, owner, base } = await shop();
+    const ana = await app.user('ana');
+    const invited = await owner.call('POST', `${base}/members`, { code: await ana.code() });
+    await ana.call('POST', `/v1/me/org-invites/${invited.json().id}/decline`);
+    expect(
+      (await owner.call('POST', `${base}/conversations`, { code: await ana.code() })).json().error.code,
+    ).toBe('PERSON_DECLINED');
+    const [boss, home] = [await owner.atWork(), await ana.personal()];
+    const id = `d${++sent}`;
+    await boss.xmpp.send(
+      xml('message', { to: home.credential.jid, type: 'chat', id }, xml('body', {}, 'Hi!')),
+    );
+    expect(await bounce(boss, id)).toBe('forbidden');
+  });
+
+  it('makes group chats of team members that nobody else enters', async () => {
+    const { app, owner, staff, base } = await shop();
+    const other = await app.user('other');
+    const invited = await owner.call('POST', `${base}/members`, { code: await other.code() });
+    await other.call('POST', `/v1/me/org-invites/${invited.json().id}/accept`);
+    const ownerId = (await owner.call('GET', `${base}/members?status=active`))
+      .json()
+      .items.find((p: { role: string }) => p.role === 'owner').id;
+    const group = await staff.call('POST', `${base}/groups`, { name: 'Night shift', members: [ownerId] });
+    expect(group.statusCode, group.body).toBe(201);
+    const { jid } = group.json();
+    const [sam, boss, outsider] = [await staff.atWork(), await owner.atWork(), await other.atWork()];
+    expect(await bookmarks(boss)).toContain(jid);
+    expect((await enter(sam, jid, 'Sam')).attrs.type).toBeUndefined();
+    expect((await enter(boss, jid, 'Boss')).attrs.type).toBeUndefined();
+    expect(
+      (await enter(outsider, jid, 'Other')).getChild('error')?.getChild('registration-required'),
+    ).toBeDefined();
+  });
+});
