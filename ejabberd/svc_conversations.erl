@@ -18,6 +18,8 @@
 
 %% What a subscriber receives: the messages and the subject.
 -define(NODES, [?NS_MUCSUB_NODES_MESSAGES, ?NS_MUCSUB_NODES_SUBJECT]).
+%% Rooms changed side by side by a staff change.
+-define(WORKERS, 8).
 
 %% Whether a room node is a conversation room: <prefix>.+<12-character org key>.c+<room key>.
 -spec is_conversation(binary()) -> boolean().
@@ -88,13 +90,19 @@ set_staff(Prefix, Service, Members, Removed) ->
         {match, People, Gone} ->
             Rooms = [Pid || {Name, _Host, Pid} <- mod_muc:get_online_rooms(Service),
                             binary:longest_common_prefix([Name, Prefix]) == byte_size(Prefix)],
-            lists:foreach(
-              fun(Pid) ->
-                      lists:foreach(fun(JID) -> remove(Pid, JID) end, Gone),
-                      lists:foreach(fun({JID, Nick}) -> add(Pid, JID, Nick) end, People)
-              end, Rooms),
+            Apply = fun(Pid) ->
+                            lists:foreach(fun(JID) -> remove(Pid, JID) end, Gone),
+                            lists:foreach(fun({JID, Nick}) -> add(Pid, JID, Nick) end, People)
+                    end,
+            %% Each room is a process of its own: a few workers go through them side by side.
+            misc:peach(fun(Share) -> lists:foreach(Apply, Share) end, shares(Rooms, ?WORKERS)),
             length(Rooms)
     end.
+
+%% The list dealt into N shares (fewer when it is shorter).
+shares(List, N) ->
+    Indexed = lists:zip(lists:seq(0, length(List) - 1), List),
+    [[X || {I, X} <- Indexed, I rem N == K] || K <- lists:seq(0, min(N, length(List)) - 1)].
 
 add(Pid, JID, Nick) ->
     case mod_muc_room:change_item(Pid, JID, affiliation, member, <<>>) of

@@ -1,8 +1,16 @@
 import { xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join as joinLive } from '../../e2e/support/livekit.js';
 import { type ChatCredential, type ChatSession, connect, loginFailure } from '../../e2e/support/xmpp.js';
-import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+import {
+  callWithKey,
+  createCustomer,
+  ejabberdAsOperator,
+  startTestApp,
+  type TestContext,
+  testSettings,
+} from './support.js';
 
 // A business's public chat on the real ejabberd: a room per customer (svc_conversations), its staff
 // subscribed (MUC/Sub), who may post decided by mod_svc_scope asking the test stack's control plane
@@ -274,12 +282,17 @@ describe('a business’s public chat on the chat server', () => {
 
 describe('a business’s team on the chat server', () => {
   it('puts the inbox in an accepted member’s bookmarks, and lets them in', async () => {
-    const { staff, business, owner } = await shop();
+    const { app, staff, business, owner } = await shop();
     const sam = await staff.atWork();
     const rooms = await bookmarks(sam);
     const inbox = (await owner.call('GET', `/v1/me/businesses/${business.id}/inboxes`)).json().items[0];
     expect(rooms).toEqual([inbox.jid]);
     expect((await enter(sam, inbox.jid, 'Sam')).attrs.type).toBeUndefined();
+    // It follows the app's room size, members-only still.
+    expect((await app.asApp('PATCH', '/v1/realtime/app', { max_room_size: 7 })).statusCode).toBe(200);
+    const [name, service] = inbox.jid.split('@');
+    const options = await ejabberdAsOperator(testSettings(), 'get_room_options', { name, service });
+    expect(await options.json()).toMatchObject({ max_users: '7', members_only: 'true' });
   });
 
   it('refuses a disabled member at login, and lets them back when restored', async () => {
@@ -346,5 +359,45 @@ describe('a business’s team on the chat server', () => {
     expect(
       (await enter(outsider, jid, 'Other')).getChild('error')?.getChild('registration-required'),
     ).toBeDefined();
+  });
+});
+
+describe('a business’s usage', () => {
+  it('counts its identities as its monthly active users and its calls as its minutes, in the org reports', async () => {
+    const { app, owner, staff, business, base, staffId } = await shop();
+    await staff.atWork();
+    await owner.atWork();
+    await (await app.user('cleo')).personal();
+    const [mine] = (await owner.call('GET', '/v1/me/org-memberships')).json().items;
+    const callPath = `/v1/me/org-memberships/${mine.id}/call-token`;
+    const minted = await owner.call('POST', callPath, { with: staffId });
+    expect(minted.statusCode, minted.body).toBe(200);
+    const participant = await joinLive(minted.json().url, minted.json().token);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await participant.leave();
+    await ctx.container.accrual.flush();
+    const today = new Date().toISOString().slice(0, 10);
+    const report = async () =>
+      (await app.asApp('GET', `/v1/orgs/${business.id}/usage?frm=${today}&to=${today}`)).json() as {
+        usage: { product: string; metric: string; quantity: number }[];
+      };
+    let usage = (await report()).usage;
+    for (let i = 0; i < 50 && !usage.some((line) => line.product !== 'chat'); i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      usage = (await report()).usage;
+    }
+    const quantity = (metric: string) =>
+      usage.filter((line) => line.metric === metric).reduce((sum, line) => sum + line.quantity, 0);
+    // The owner and the staff member; the customer is the app's own user.
+    expect(quantity('monthly_active_users')).toBe(2);
+    expect(
+      usage.some((line) => line.product !== 'chat'),
+      JSON.stringify(usage),
+    ).toBe(true);
+    const all = (await app.asApp('GET', `/v1/orgs/usage?frm=${today}&to=${today}`)).json();
+    expect(all.items.map((item: { id: string }) => item.id)).toEqual([business.id]);
+    // Calls off: no new call tokens.
+    await owner.call('PATCH', base, { calls: false });
+    expect((await owner.call('POST', callPath, { with: staffId })).json().error.code).toBe('CALLS_OFF');
   });
 });

@@ -284,6 +284,52 @@ describe('roles and rights', () => {
     expect((await admin.call('DELETE', base)).statusCode).toBe(200);
   });
 
+  it('refuse every owner-or-admin write to staff, and hide the business from strangers', async () => {
+    const app = await world();
+    const [owner, admin, staff, other, stranger, asker] = [
+      await app.user('owner'),
+      await app.user('admin'),
+      await app.user('staff'),
+      await app.user('other'),
+      await app.user('stranger'),
+      await app.user('asker'),
+    ];
+    const business = await register(owner);
+    const base = `/v1/me/businesses/${business.id}`;
+    await onTeam(owner, business.id, admin, 'admin');
+    const staffId = await onTeam(owner, business.id, staff);
+    const otherId = await onTeam(owner, business.id, other);
+    const request = (await asker.call('POST', `/v1/me/codes/${business.code}/join`)).json().member_id;
+    const inbox = `${base}/inboxes/${business.inbox.id}`;
+    const writes: [Method, string, object | undefined][] = [
+      ['PATCH', inbox, { line: 'Hi' }],
+      ['PUT', `${inbox}/staff`, { staff: [{ member_id: staffId, may_reply: true }] }],
+      ['POST', `${base}/conversations`, { code: await stranger.code() }],
+      ['PATCH', `${base}/members/${otherId}`, { title: 'Boss' }],
+      ['POST', `${base}/requests/${request}/reject`, undefined],
+      ['DELETE', `${base}/members/${otherId}`, undefined],
+    ];
+    for (const [method, url, body] of writes) {
+      expect(errorOf(await staff.call(method, url, body)), `${method} ${url}`).toEqual([
+        403,
+        'BUSINESS_ROLE',
+      ]);
+      expect((await stranger.call(method, url, body)).statusCode, `${method} ${url}`).toBe(404);
+    }
+    for (const [method, url, body] of writes) {
+      const allowed = await admin.call(method, url, body);
+      expect(allowed.statusCode, `${method} ${url}: ${allowed.body}`).toBe(200);
+    }
+    // The conversations: those who work the inbox; not staff taken off it.
+    expect((await owner.call('GET', `${base}/conversations`)).statusCode).toBe(200);
+    expect((await staff.call('GET', `${base}/conversations`)).statusCode).toBe(200);
+    await owner.call('PUT', `${inbox}/staff`, { staff: [] });
+    expect(errorOf(await staff.call('GET', `${base}/conversations`))).toEqual([403, 'BUSINESS_ROLE']);
+    // Anyone but the owner may leave.
+    expect((await staff.call('DELETE', `${base}/members/${staffId}`)).statusCode).toBe(200);
+    expect((await staff.call('GET', `${base}/conversations`)).statusCode).toBe(404);
+  });
+
   it('answer the spec’s gone operations with 410 and the alternative', async () => {
     const app = await world();
     const owner = await app.user('owner');

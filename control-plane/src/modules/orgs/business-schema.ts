@@ -20,6 +20,8 @@ export const BUSINESS_LIMITS = {
 export const BUSINESS_NAME_MAX = 100;
 export const INBOX_LINE_MAX = 200;
 export const GREETING_MAX = 1_000;
+/** The inbox's staff room: its name within the business's nodes (no member's key has five letters). */
+export const INBOX_ROOM = 'inbox';
 /** The first page of people that GET /v1/me/businesses/{org} includes. */
 export const EMBEDDED_PEOPLE = 50;
 

@@ -77,12 +77,15 @@ export function businessStore(db: Db) {
   return {
     // ----- businesses ------------------------------------------------------------------------------
 
-    /** A business of the app by its id; `update` holds it (and its settings) against other writes. */
-    business: (scope: Scope, orgId: string, me: string | null, lock?: 'update') =>
+    /**
+     * A business of the app by its id; `update` holds it (and its settings) against other writes,
+     * `share` only against changes (conversations open side by side, never beside a staff change).
+     */
+    business: (scope: Scope, orgId: string, me: string | null, lock?: 'update' | 'share') =>
       db.maybeOne(sql.type(BusinessOrgRow)`
         ${businessSelect(me)}
         where o.id = ${orgId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.kind = 'business'
-        ${lock ? sql.fragment`for update of o, b` : sql.fragment``}`),
+        ${lock === 'update' ? sql.fragment`for update of o, b` : lock === 'share' ? sql.fragment`for share of o, b` : sql.fragment``}`),
 
     businessByOrg: (orgId: string) =>
       db.maybeOne(sql.type(BusinessOrgRow)`${businessSelect(null)} where o.id = ${orgId}`),

@@ -24,6 +24,7 @@ import {
   CODE_LENGTH,
   type ConversationRow,
   EMBEDDED_PEOPLE,
+  INBOX_ROOM,
   type PERSON_STATUSES,
   type StaffRow,
 } from './business-schema.js';
@@ -41,8 +42,6 @@ const iso = (date: Date) => date.toISOString();
 
 /** The customer's name in a conversation when they give none and have no profile. */
 const DEFAULT_CUSTOMER_NAME = 'Customer';
-/** The staff room of the inbox: its node within the business's (no member's key has five letters). */
-const INBOX_ROOM = 'inbox';
 /** Conversation rooms: <prefix>.+<org key>.c+<room key>; `+` never appears in another org node. */
 const CONVERSATION_MARKER = 'c+';
 const CONVERSATION_NODE = /^([a-z0-9]+)\.\+([a-z0-9]{12})\.c\+([a-z0-9]{10})(?:\/(.*))?$/s;
@@ -372,12 +371,15 @@ export function createBusinessesService(deps: {
     return null;
   }
 
-  /** The business or member a code names, as the caller may see it (404 CODE_NOT_FOUND otherwise). */
-  async function resolveCode(db: Db, user: UserPrincipal, code: string) {
+  /**
+   * The business or member a code names, as the caller may see it (404 CODE_NOT_FOUND otherwise); a
+   * business read with the lock asked for.
+   */
+  async function resolveCode(db: Db, user: UserPrincipal, code: string, lock?: 'update' | 'share') {
     const row = await businessStore(db).code(user, code.toUpperCase());
     if (!row) throw codeNotFound();
     if (row.user_id !== null) return { kind: 'member' as const, code: row.code, userId: row.user_id };
-    const business = await businessStore(db).business(user, row.org_id!, user.userId);
+    const business = await businessStore(db).business(user, row.org_id!, user.userId, lock);
     if (business?.status !== 'active') throw codeNotFound();
     return { kind: 'business' as const, code: row.code, business };
   }
@@ -431,7 +433,7 @@ export function createBusinessesService(deps: {
 
     /** Starts or reopens a chat: a business's conversation room, or a member's personal address. */
     startChat: async (user: UserPrincipal, code: string, input: { name?: string }, tx: Transaction) => {
-      const found = await resolveCode(tx, user, code);
+      const found = await resolveCode(tx, user, code, 'share');
       if (found.kind === 'member') {
         if (found.userId === user.userId) throw conflict('This is your own code', 'OWN_CODE');
         const prefix = await prefixOf(user);
@@ -442,7 +444,7 @@ export function createBusinessesService(deps: {
           created: false,
         };
       }
-      const business = (await businessStore(tx).business(user, found.business.id, user.userId, 'update'))!;
+      const { business } = found;
       const reason = await chatRefusal(tx, user, business);
       if (reason === 'chat_off') throw refused('This business’s chat is off', 'BUSINESS_CHAT_OFF');
       if (reason === 'access_nobody') throw refused('This business takes no new chats', 'BUSINESS_ACCESS');
@@ -459,10 +461,10 @@ export function createBusinessesService(deps: {
 
     /** Asks to join a business's team by its code (a join request), or answers that one is on it. */
     joinByCode: async (user: UserPrincipal, code: string, tx: Transaction) => {
-      const found = await resolveCode(tx, user, code);
+      const found = await resolveCode(tx, user, code, 'update');
       // Circles join by code too (their own issue); a member's code is nothing to join.
       if (found.kind !== 'business') throw codeNotFound();
-      const business = (await businessStore(tx).business(user, found.business.id, user.userId, 'update'))!;
+      const { business } = found;
       const store = businessStore(tx);
       const existing = await store.personOfUser(business.id, user.userId);
       if (existing?.status === 'active' || existing?.status === 'disabled')

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
+import { INBOX_ROOM } from './business-schema.js';
 import { type AnyRole, MemberRow, MembershipRow, OrgRow, type Policy, TeamRow } from './schema.js';
 
 interface Scope {
@@ -85,11 +86,18 @@ export function orgsStore(db: Db) {
         limit 1
         ${lock === 'update' ? sql.fragment`for update` : lock === 'share' ? sql.fragment`for share` : sql.fragment``}`),
 
-    /** Every team room of the app's orgs that are not deleted: each org's key and team's ext_id. */
+    /**
+     * Every team room of the app's orgs that are not deleted (a business's groups among them), and
+     * each business's inbox staff room (named `inbox`): each org's key and the room's name.
+     */
     teamRooms: (scope: Scope) =>
       db.any(sql.type(z.object({ chat_key: z.string(), ext_id: z.string() }))`
         select o.chat_key, t.ext_id from org_teams t join orgs o on o.id = t.org_id
-        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`),
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'
+        union all
+        select o.chat_key, ${INBOX_ROOM} from orgs o
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'
+          and o.kind = 'business'`),
 
     orgById: (orgId: string) =>
       db.maybeOne(sql.type(OrgRow)`select ${orgColumns} from orgs where id = ${orgId}`),
