@@ -316,16 +316,21 @@ org_reach(_From, _To, _Pkt) ->
 
 %% In a conversation room the affiliations decide who enters; the control plane decides who may post
 %% (the customer while the business's chat is on; the staff who may reply) and under which nickname
-%% the staff enter (theirs, or the business's when it hides their names): "<room>/<nick>" asks that.
-%% Subscriptions are the bundle's to make, never a client's.
-in_conversation(Key, FromUser, #jid{luser = Room, lresource = Nick}, Pkt) ->
+%% anyone enters (the customer's own, a staff member's the business gives them): "<room>/<nick>"
+%% asks that. Only rooms that exist are asked about (made-up names cost the control plane nothing;
+%% mod_muc answers them). Subscriptions are the bundle's to make, never a client's.
+in_conversation(Key, FromUser, #jid{luser = Room, lserver = Service, lresource = Nick}, Pkt) ->
+    Exists = fun() -> mod_muc:find_online_room(Room, Service) /= error end,
     case Pkt of
         #message{type = groupchat} ->
-            may_reach(Key, FromUser, Room);
+            case Exists() of
+                true -> may_reach(Key, FromUser, Room);
+                false -> allow
+            end;
         #presence{type = available} when Nick /= <<>> ->
-            case org_key(FromUser) of
-                none -> allow;
-                Key -> may_reach(Key, FromUser, <<Room/binary, "/", Nick/binary>>)
+            case Exists() of
+                true -> may_reach(Key, FromUser, <<Room/binary, "/", Nick/binary>>);
+                false -> allow
             end;
         #iq{} ->
             case xmpp:has_subtag(Pkt, #muc_subscribe{}) of
@@ -658,17 +663,24 @@ commands() ->
                                         [{<<"abc123defg.ana@chat.localhost">>, <<"Ana">>}]],
                         result = {res, rescode}},
      #ejabberd_commands{name = svc_set_conversation_staff, tags = [muc_room],
-                        desc = "Apply a change of a business inbox's staff to every one of its conversation rooms",
+                        desc = "Bring a business's rooms to its inbox's staff: members and subscribers, nobody else of it",
                         module = svc_conversations, function = set_staff,
-                        args = [{prefix, binary}, {service, binary},
-                                {members, {list, {member, {tuple, [{jid, binary}, {nick, binary}]}}}},
-                                {removed, {list, {jid, binary}}}],
-                        args_desc = ["The rooms' prefix, <prefix>.+<org key>.c+", "The MUC service",
-                                     "Staff to be members and subscribers, each with their nickname",
-                                     "Staff to be neither"],
-                        args_example = [<<"abc123defg.+k3y0rg5abc12.c+">>, <<"conference.chat.localhost">>,
-                                        [{<<"abc123defg.+k3y0rg5abc12.st4ff3r123@chat.localhost">>, <<"Acme (1)">>}],
-                                        []],
+                        args = [{prefix, binary}, {service, binary}, {rooms, {list, {room, binary}}},
+                                {members, {list, {member, {tuple, [{jid, binary}, {nick, binary}]}}}}],
+                        args_desc = ["The business's node prefix, <prefix>.+<org key>.", "The MUC service",
+                                     "The rooms' names", "The staff, each with their nickname"],
+                        args_example = [<<"abc123defg.+k3y0rg5abc12.">>, <<"conference.chat.localhost">>,
+                                        [<<"abc123defg.+k3y0rg5abc12.c+r00mk3y123">>],
+                                        [{<<"abc123defg.+k3y0rg5abc12.st4ff3r123@chat.localhost">>, <<"Acme (1)">>}]],
+                        result = {rooms, integer}},
+     #ejabberd_commands{name = svc_set_conversation_titles, tags = [muc_room],
+                        desc = "Give a business's conversation rooms the public chat's name and line",
+                        module = svc_conversations, function = set_titles,
+                        args = [{rooms, {list, {room, binary}}}, {service, binary}, {title, binary},
+                                {description, binary}],
+                        args_desc = ["The rooms' names", "The MUC service", "The rooms' title", "Their description"],
+                        args_example = [[<<"abc123defg.+k3y0rg5abc12.c+r00mk3y123">>], <<"conference.chat.localhost">>,
+                                        <<"Acme">>, <<"We answer within the hour">>],
                         result = {rooms, integer}},
      #ejabberd_commands{name = svc_archive_size, tags = [mam],
                         desc = "How many messages an account's archive holds (the bundle's Mnesia archive)",

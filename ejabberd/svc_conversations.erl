@@ -6,15 +6,16 @@
 %%% conversation without joining it, offline included. Who may post is mod_svc_scope's question to the
 %%% control plane; who is in is the room's affiliations, kept here.
 %%%
-%%% The control plane calls two commands (registered by mod_svc_scope): svc_open_conversation makes
-%%% or refreshes one room with its people in one call, and svc_set_conversation_staff applies a change
-%%% of the inbox's staff to every conversation room of a business at once.
+%%% The control plane calls three commands (registered by mod_svc_scope): svc_open_conversation makes
+%%% or refreshes one room with its people in one call, svc_set_conversation_staff brings every room
+%%% of a business to its inbox's staff at once, and svc_set_conversation_titles renames them.
 -module(svc_conversations).
 
--export([is_conversation/1, open/7, set_staff/4]).
+-export([is_conversation/1, open/7, set_staff/4, set_titles/4]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
+-include("mod_muc_room.hrl").
 
 %% What a subscriber receives: the messages and the subject.
 -define(NODES, [?NS_MUCSUB_NODES_MESSAGES, ?NS_MUCSUB_NODES_SUBJECT]).
@@ -48,7 +49,13 @@ open(Name, Service, Title, Description, Subject, MaxUsers, Members) ->
                     {error, <<"not a conversation room of this server">>};
                 true ->
                     case mod_muc:find_online_room(Room, Service) of
-                        {ok, Pid} -> lists:foreach(fun({JID, Nick}) -> add(Pid, JID, Nick) end, People);
+                        {ok, Pid} ->
+                            case [R || {JID, Nick} <- People, (R = add(Pid, JID, Nick)) /= ok] of
+                                [] -> ok;
+                                [Failure | _] ->
+                                    ?ERROR_MSG("Cannot bring people into ~ts: ~p", [Room, Failure]),
+                                    {error, <<"cannot bring everyone into the room">>}
+                            end;
                         error -> create(Room, Service, [{title, Title}, {description, Description},
                                                         {subject, Subject}, {max_users, MaxUsers}],
                                         People)
@@ -78,25 +85,95 @@ create(Room, Service, Given, People) ->
             {error, <<"cannot make the room">>}
     end.
 
-%% Applies a change of the inbox's staff to every conversation room whose name starts with Prefix
-%% (<prefix>.+<org key>.c+): the removed stop being members and subscribers (an occupant among them
-%% is sent out at once), the others become both under their nickname. Answers how many rooms.
-set_staff(Prefix, Service, Members, Removed) ->
-    case {re:run(Prefix, <<"^[a-z0-9]{10}\\.\\+[a-z0-9]{12}\\.c\\+\\z">>, [{capture, none}]),
-          people(Members), jids(Removed)} of
-        {nomatch, _, _} -> {error, <<"prefix must be a business's conversation rooms': <prefix>.+<key>.c+">>};
-        {_, {error, _} = Error, _} -> Error;
-        {_, _, {error, _} = Error} -> Error;
-        {match, People, Gone} ->
-            Rooms = [Pid || {Name, _Host, Pid} <- mod_muc:get_online_rooms(Service),
-                            binary:longest_common_prefix([Name, Prefix]) == byte_size(Prefix)],
-            Apply = fun(Pid) ->
-                            lists:foreach(fun(JID) -> remove(Pid, JID) end, Gone),
-                            lists:foreach(fun({JID, Nick}) -> add(Pid, JID, Nick) end, People)
-                    end,
-            %% Each room is a process of its own: a few workers go through them side by side.
-            misc:peach(fun(Share) -> lists:foreach(Apply, Share) end, shares(Rooms, ?WORKERS)),
-            length(Rooms)
+%% Gives each named room (a business's conversation rooms) the public chat's name and line as its
+%% title and description. Answers how many rooms, or an error naming how many failed.
+set_titles(Rooms, Service, Title, Description) ->
+    each_room(Rooms, Service,
+              fun(Pid) ->
+                      case mod_muc_room:get_config(Pid) of
+                          {ok, Config} ->
+                              ok_or_fail(mod_muc_room:set_config(
+                                           Pid, Config#config{title = Title, description = Description}));
+                          {error, _} = Error ->
+                              Error
+                      end
+              end).
+
+%% Brings each named room (a business's conversation rooms and its staff room) to the inbox's staff:
+%% Members (JID => nickname) are members and subscribers under that nickname, and every other
+%% identity of the business (its JID starts with OrgPrefix, <prefix>.+<org key>.) is neither. A
+%% state, not a change: a call that failed part way, or a change rolled back after it, is put right
+%% by the next. A staff member in a room under another nickname is sent out (they come back under
+%% the right one). The customer, a personal identity, is never touched.
+set_staff(OrgPrefix, Service, Rooms, Members) ->
+    case {re:run(OrgPrefix, <<"^[a-z0-9]{10}\\.\\+[a-z0-9]{12}\\.\\z">>, [{capture, none}]),
+          people(Members)} of
+        {nomatch, _} -> {error, <<"prefix must be a business's: <prefix>.+<org key>.">>};
+        {_, {error, _} = Error} -> Error;
+        {match, People} ->
+            Wanted = maps:from_list([{jid:tolower(JID), {JID, Nick}} || {JID, Nick} <- People]),
+            IsStaff = fun({LUser, _, _}) ->
+                              binary:longest_common_prefix([LUser, OrgPrefix]) == byte_size(OrgPrefix)
+                      end,
+            each_room(Rooms, Service, fun(Pid) -> reconcile(Pid, Wanted, IsStaff) end)
+    end.
+
+reconcile(Pid, Wanted, IsStaff) ->
+    case mod_muc_room:get_state(Pid) of
+        {ok, #state{affiliations = Affiliations, users = Users,
+                    muc_subscribers = #muc_subscribers{subscribers = Subscribers}}} ->
+            Present = lists:usort([L || L <- maps:keys(Affiliations) ++ maps:keys(Subscribers), IsStaff(L)]),
+            Gone = [remove(Pid, jid:make(L)) || L <- Present, not maps:is_key(L, Wanted)],
+            Settled = fun(L, Nick) ->
+                              is_member(maps:get(L, Affiliations, none)) andalso
+                                  case maps:find(L, Subscribers) of
+                                      {ok, #subscriber{nick = Nick}} -> true;
+                                      _ -> false
+                                  end
+                      end,
+            Added = [add(Pid, JID, Nick) || {L, {JID, Nick}} <- maps:to_list(Wanted), not Settled(L, Nick)],
+            Renamed = [kick(Pid, JID) || #user{jid = JID, nick = Nick} <- maps:values(Users),
+                                         renamed(jid:tolower(jid:remove_resource(JID)), Nick, Wanted)],
+            case lists:filter(fun(Result) -> Result /= ok end, Gone ++ Added ++ Renamed) of
+                [] -> ok;
+                [Failure | _] -> Failure
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+is_member({Affiliation, _Reason}) -> is_member(Affiliation);
+is_member(Affiliation) -> Affiliation == member.
+
+renamed(L, Nick, Wanted) ->
+    case maps:find(L, Wanted) of
+        {ok, {_, Wanted1}} -> Wanted1 /= Nick;
+        error -> false
+    end.
+
+%% Fun(Pid) for each named room of the service, loaded if it is not running, a few workers side by
+%% side (each room is a process of its own). How many rooms, or an error when any of them failed.
+each_room(Rooms, Service, Fun) ->
+    ServerHost = ejabberd_router:host_of_route(Service),
+    Apply = fun(Name) ->
+                    try mod_muc:unhibernate_room(ServerHost, Service, Name) of
+                        {ok, Pid} -> Fun(Pid);
+                        error -> {error, not_found}
+                    catch Class:Reason -> {error, {Class, Reason}}
+                    end
+            end,
+    Failures = lists:append(
+                 misc:pmap(fun(Share) ->
+                                   [{Name, Result} || Name <- Share, (Result = Apply(Name)) /= ok]
+                           end, shares(Rooms, ?WORKERS))),
+    case Failures of
+        [] ->
+            length(Rooms);
+        [{Name, Reason} | _] ->
+            ?ERROR_MSG("~B of ~B rooms not changed, such as ~ts: ~p",
+                       [length(Failures), length(Rooms), Name, Reason]),
+            {error, iolist_to_binary(io_lib:format("~B of ~B rooms could not be changed",
+                                                   [length(Failures), length(Rooms)]))}
     end.
 
 %% The list dealt into N shares (fewer when it is shorter).
@@ -106,28 +183,34 @@ shares(List, N) ->
 
 add(Pid, JID, Nick) ->
     case mod_muc_room:change_item(Pid, JID, affiliation, member, <<>>) of
-        {ok, _} -> ok;
-        {error, Reason} -> ?WARNING_MSG("Cannot make ~ts a member: ~p", [jid:encode(JID), Reason])
-    end,
-    case mod_muc_room:subscribe(Pid, JID, Nick, ?NODES) of
-        {ok, _} -> ok;
-        {error, Text} -> ?WARNING_MSG("Cannot subscribe ~ts as ~ts: ~ts", [jid:encode(JID), Nick, Text])
+        {ok, _} ->
+            case mod_muc_room:subscribe(Pid, JID, Nick, ?NODES) of
+                {ok, _} -> ok;
+                {error, Text} -> {error, {subscribe, jid:encode(JID), Nick, Text}}
+            end;
+        {error, Reason} ->
+            {error, {member, jid:encode(JID), Reason}}
     end.
 
 remove(Pid, JID) ->
-    mod_muc_room:change_item(Pid, JID, affiliation, none, <<>>),
-    mod_muc_room:unsubscribe(Pid, JID).
+    case mod_muc_room:change_item(Pid, JID, affiliation, none, <<>>) of
+        {ok, _} -> ok_or_fail(mod_muc_room:unsubscribe(Pid, JID));
+        {error, _} = Error -> Error
+    end.
+
+%% An occupant sent out (role none), to come back under the name they have now.
+kick(Pid, JID) ->
+    ok_or_fail(mod_muc_room:change_item(Pid, JID, role, none, <<"Your name here has changed">>)).
+
+ok_or_fail(ok) -> ok;
+ok_or_fail({ok, _}) -> ok;
+ok_or_fail({error, _} = Error) -> Error.
 
 %% [{Jid, Nick}] as the HTTP API passes them, as bare JIDs.
 people(Members) ->
     try [{bare(Jid), Nick} || {Jid, Nick} <- Members, Nick /= <<>> orelse throw(nick)]
     catch throw:nick -> {error, <<"every member needs a nickname">>};
           throw:jid -> {error, <<"invalid member JID">>}
-    end.
-
-jids(Jids) ->
-    try [bare(Jid) || Jid <- Jids]
-    catch throw:jid -> {error, <<"invalid JID">>}
     end.
 
 bare(Jid) ->

@@ -205,7 +205,16 @@ describe('a business’s public chat on the chat server', () => {
     expect((await enter(sam, room, 'Acme (2)')).attrs.type).toBe('error');
     const entered = await enter(sam, room, 'Sam (2)');
     expect(entered.attrs.type).toBeUndefined();
+    const sentOut = sam.next(
+      (stanza) =>
+        stanza.is('presence') &&
+        stanza.attrs.from === `${room}/Sam (2)` &&
+        stanza.attrs.type === 'unavailable',
+    );
     await owner.call('PATCH', base, { staff_names: 'hidden' });
+    // In the room under the old name: sent out, to come back under the new one.
+    expect(statuses(await sentOut)).toContain('307');
+    expect((await enter(sam, room, 'Acme (2)')).attrs.type).toBeUndefined();
     const other = await staff.atWork();
     expect((await enter(other, room, 'Sam (2)')).attrs.type).toBe('error');
   });
@@ -267,6 +276,60 @@ describe('a business’s public chat on the chat server', () => {
     expect((await enter(sam, later, 'Acme (2)')).attrs.type).toBe('error');
   });
 
+  it('renames every conversation room with the public chat', async () => {
+    const { app, owner, opens, base, business } = await shop();
+    const rooms = [await opens(await app.user('cleo')), await opens(await app.user('dee'))];
+    const renamed = await owner.call('PATCH', `${base}/inboxes/${business.inbox.id}`, {
+      name: 'Acme help desk',
+      line: 'We answer within the hour',
+    });
+    expect(renamed.json()).toEqual({
+      id: business.inbox.id,
+      name: 'Acme help desk',
+      line: 'We answer within the hour',
+    });
+    for (const room of rooms) {
+      const [name, service] = room.split('@');
+      const options = await ejabberdAsOperator(testSettings(), 'get_room_options', { name, service });
+      expect(await options.json()).toMatchObject({
+        title: 'Acme help desk',
+        description: 'We answer within the hour',
+        members_only: 'true',
+      });
+    }
+  });
+
+  it('puts the rooms right with the next staff change when an earlier one was undone', async () => {
+    const { app, owner, staff, opens, base, business, staffId } = await shop();
+    const room = await opens(await app.user('cleo'));
+    const sam = await staff.atWork();
+    // As if a change had reached ejabberd and then been rolled back: an identity of the business that
+    // is not on the staff, a member and subscriber of the room.
+    const stray = `${sam.credential.room_prefix}zzzzzzzzzz@${sam.credential.domain}`;
+    const [name] = room.split('@');
+    await ctx.container.ejabberd.setConversationStaff(
+      sam.credential.room_prefix,
+      [name!],
+      [{ jid: stray, nick: 'Stray (9)' }],
+    );
+    const subscribers = async () =>
+      (await (
+        await ejabberdAsOperator(testSettings(), 'get_subscribers', { name, service: room.split('@')[1] })
+      ).json()) as string[];
+    expect(await subscribers()).toContain(stray);
+    const ownerId = (await owner.call('GET', `${base}/members?status=active`))
+      .json()
+      .items.find((p: { role: string }) => p.role === 'owner').id;
+    await owner.call('PUT', `${base}/inboxes/${business.inbox.id}/staff`, {
+      staff: [
+        { member_id: ownerId, may_reply: true },
+        { member_id: staffId, may_reply: true },
+      ],
+    });
+    expect(await subscribers()).not.toContain(stray);
+    expect(await subscribers()).toContain(sam.credential.jid.split('/')[0]);
+  });
+
   it('keeps customers to their own conversation, and the business’s chat off stops their posts', async () => {
     const { app, owner, opens, base } = await shop();
     const [cleoUser, deeUser] = [await app.user('cleo'), await app.user('dee')];
@@ -275,6 +338,9 @@ describe('a business’s public chat on the chat server', () => {
     expect(await bounce(dee, await post(dee, cleosRoom, 'Not mine'))).toBe('forbidden');
     expect((await enter(dee, cleosRoom, 'Dee')).attrs.type).toBe('error');
     expect(await bounce(dee, await post(dee, deesRoom, 'Mine'))).toBeNull();
+    // A customer enters under the name they opened the chat with, never a staff member's.
+    expect((await enter(dee, deesRoom, 'Acme (3)')).getChild('error')?.getChild('forbidden')).toBeDefined();
+    expect((await enter(dee, deesRoom, 'Cleo')).attrs.type).toBeUndefined();
     await owner.call('PATCH', base, { chat: false });
     expect(await bounce(cleo, await post(cleo, cleosRoom, 'Anyone there?'))).toBe('forbidden');
   });

@@ -169,14 +169,21 @@ describe('registering and managing a business', () => {
     expect((await owner.call('PATCH', path, {})).statusCode).toBe(422);
   });
 
-  it(`lets a user own at most ${BUSINESS_LIMITS.businessesPerOwner} businesses`, async () => {
+  it(`lets a user own at most ${BUSINESS_LIMITS.businessesPerOwner} businesses, hand-overs included`, async () => {
     const app = await world();
-    const owner = await app.user('owner');
+    const [owner, other] = [await app.user('owner'), await app.user('other')];
     for (let i = 0; i < BUSINESS_LIMITS.businessesPerOwner; i++) await register(owner);
     expect(errorOf(await owner.call('POST', '/v1/me/businesses', { name: 'One more' }))).toEqual([
       409,
       'LIMIT_REACHED',
     ]);
+    const theirs = await register(other);
+    const ownerId = await onTeam(other, theirs.id, owner, 'admin');
+    expect(
+      errorOf(
+        await other.call('PATCH', `/v1/me/businesses/${theirs.id}/members/${ownerId}`, { role: 'owner' }),
+      ),
+    ).toEqual([409, 'LIMIT_REACHED']);
   });
 
   it('is deleted by its owner only: every identity locked, its code gone', async () => {
@@ -273,6 +280,11 @@ describe('roles and rights', () => {
       'BUSINESS_ROLE',
     ]);
     expect(errorOf(await owner.call('DELETE', `${base}/members/${ownerId}`))).toEqual([409, 'OWNER_STAYS']);
+    // A hand-over changes nothing else.
+    expect(
+      (await owner.call('PATCH', `${base}/members/${adminId}`, { role: 'owner', status: 'disabled' }))
+        .statusCode,
+    ).toBe(422);
     // The owner hands over: the new owner deletes, the old one (now admin) may not.
     expect((await owner.call('PATCH', `${base}/members/${adminId}`, { role: 'owner' })).json()).toMatchObject(
       {
@@ -328,6 +340,20 @@ describe('roles and rights', () => {
     // Anyone but the owner may leave.
     expect((await staff.call('DELETE', `${base}/members/${staffId}`)).statusCode).toBe(200);
     expect((await staff.call('GET', `${base}/conversations`)).statusCode).toBe(404);
+  });
+
+  it('keep a disabled person’s place in the inbox through a staff change', async () => {
+    const app = await world();
+    const [owner, staff] = [await app.user('owner'), await app.user('staff')];
+    const business = await register(owner);
+    const base = `/v1/me/businesses/${business.id}`;
+    const staffId = await onTeam(owner, business.id, staff);
+    await owner.call('PATCH', `${base}/members/${staffId}`, { status: 'disabled' });
+    const put = await owner.call('PUT', `${base}/inboxes/${business.inbox.id}/staff`, {
+      staff: [{ member_id: staffId, may_reply: false }],
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(put.json().staff).toEqual([{ member_id: staffId, may_reply: false, nick: 'Acme (2)' }]);
   });
 
   it('answer the spec’s gone operations with 410 and the alternative', async () => {
@@ -496,6 +522,16 @@ describe('access', () => {
     await owner.call('PATCH', `/v1/me/businesses/${business.id}`, { chat: true });
     const opened = await bo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Bo' });
     expect(opened.json()).toMatchObject({ kind: 'business', created: true });
+    // Back to invited customers only: one who came by the code is not one of them.
+    await owner.call('PATCH', `/v1/me/businesses/${business.id}`, { access: 'invited' });
+    expect(errorOf(await bo.call('POST', `/v1/me/codes/${business.code}/chat`))).toEqual([
+      403,
+      'BUSINESS_ACCESS',
+    ]);
+    expect((await ana.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Ana' })).statusCode).toBe(
+      200,
+    );
+    await owner.call('PATCH', `/v1/me/businesses/${business.id}`, { access: 'code' });
     expect(
       (await bo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Acme (1)' })).statusCode,
     ).toBe(422);

@@ -208,6 +208,10 @@ describe('compose.yaml', () => {
         'svc_revoke_prefix',
         'svc_flush_org',
         'svc_set_archiving',
+        'svc_open_conversation',
+        'svc_set_conversation_staff',
+        'svc_set_conversation_titles',
+        'private_set',
         'status',
       ],
     });

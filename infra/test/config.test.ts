@@ -108,6 +108,8 @@ describe('ejabberd config', () => {
       mod_offline: { access_max_user_messages: 'max_user_offline_messages' },
       mod_privacy: {},
       mod_blocking: {},
+      // Business identities' bookmarks (docs/businesses.md).
+      mod_private: {},
     });
     expect(shaperRules).toEqual({ max_user_offline_messages: 5000 });
   });
@@ -122,7 +124,7 @@ describe('ejabberd config', () => {
       readFileSync(join(REPO_ROOT, 'infra/compose/ejabberd.yml'), 'utf8'),
     ) as typeof native;
     expect(Object.keys(docker.modules).sort()).toEqual(Object.keys(native.modules).sort());
-    for (const module of ['mod_offline', 'mod_privacy', 'mod_blocking'])
+    for (const module of ['mod_offline', 'mod_privacy', 'mod_blocking', 'mod_private'])
       expect(docker.modules[module], module).toEqual(native.modules[module]);
     // The same options; the auth bridge's file lives elsewhere in the image.
     expect(docker.modules.mod_svc_scope).toEqual({
@@ -142,7 +144,8 @@ describe('ejabberd config', () => {
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
       'what: [create_room_with_opts, change_room_option, set_room_affiliation, svc_revoke_user,\n' +
-        '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, status]',
+        '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, svc_open_conversation,\n' +
+        '           svc_set_conversation_staff, svc_set_conversation_titles, private_set, status]',
     );
     // Without a credential: the health check's status, from loopback.
     expect(config).toMatch(

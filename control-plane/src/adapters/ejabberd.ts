@@ -14,6 +14,8 @@ export interface RoomOptions {
   maxUsers: number;
   /** Only members (affiliation member or above) enter; no private messages between occupants. */
   membersOnly?: true;
+  /** Members may be subscribed (MUC/Sub): they receive its messages without joining. */
+  subscriptions?: true;
 }
 
 /** Someone in a room: their bare JID and their nickname there. */
@@ -29,7 +31,7 @@ export interface Bookmark {
   nick: string;
 }
 
-/** A staff change goes through every conversation room of a business (thousands, in ejabberd). */
+/** A staff change or a rename goes through every conversation room of a business (thousands, in ejabberd). */
 const STAFF_CHANGE_TIMEOUT_MS = 60_000;
 
 /** mod_http_api takes a list of {jid, nick} pairs as one JSON object. */
@@ -71,7 +73,10 @@ export function createEjabberdClient(options: {
     });
     const text = await response.text();
     if (response.status !== 200) throw new EjabberdError(command, response.status, text.slice(0, 200));
-    return text === '' ? null : JSON.parse(text);
+    const result = text === '' ? null : JSON.parse(text);
+    // A command whose result is a code answers 0 on success and 1 on failure, both with a 200.
+    if (result === 1) throw new EjabberdError(command, response.status, 'the command failed (1)');
+    return result;
   }
 
   /**
@@ -92,6 +97,7 @@ export function createEjabberdClient(options: {
           { name: 'allow_private_messages', value: 'false' },
         ]
       : []),
+    ...(room.subscriptions ? [{ name: 'allow_subscription', value: 'true' }] : []),
   ];
 
   return {
@@ -185,18 +191,33 @@ export function createEjabberdClient(options: {
     },
 
     /**
-     * Applies a change of an inbox's staff to every conversation room of the business at once:
-     * `members` become members and subscribers under their nickname, `removed` neither. Answers how
-     * many rooms it went through: thousands take seconds, hence the longer wait.
+     * Brings a business's rooms (its conversation rooms and its staff room) to its inbox's staff:
+     * `members` are members and subscribers under their nickname, and no other identity of the
+     * business (its node starts with `orgPrefix`) is either. A state, so a failed or undone call is
+     * put right by the next. Thousands of rooms take seconds, hence the longer wait.
      */
     setConversationStaff: async (
-      roomPrefix: string,
+      orgPrefix: string,
+      rooms: readonly string[],
       members: readonly RoomPerson[],
-      removed: readonly string[],
     ): Promise<number> => {
       const result = (await call(
         'svc_set_conversation_staff',
-        { prefix: roomPrefix, service: options.mucDomain, members: personMap(members), removed },
+        { prefix: orgPrefix, service: options.mucDomain, rooms, members: personMap(members) },
+        STAFF_CHANGE_TIMEOUT_MS,
+      )) as { rooms: number };
+      return result.rooms;
+    },
+
+    /** Gives a business's conversation rooms its public chat's name and line. */
+    setConversationTitles: async (
+      rooms: readonly string[],
+      title: string,
+      description: string,
+    ): Promise<number> => {
+      const result = (await call(
+        'svc_set_conversation_titles',
+        { rooms, service: options.mucDomain, title, description },
         STAFF_CHANGE_TIMEOUT_MS,
       )) as { rooms: number };
       return result.rooms;

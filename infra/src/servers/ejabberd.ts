@@ -135,7 +135,7 @@ function benchHostConfig(): string {
   const modules =
     '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}, mod_svc_scope: {}, ' +
     'mod_offline: {access_max_user_messages: max_user_offline_messages}, mod_privacy: {}, ' +
-    'mod_blocking: {}, mod_mam: {default: always}}';
+    'mod_blocking: {}, mod_private: {}, mod_mam: {default: always}}';
   return `
 # Test profile only (infra/src/servers/ejabberd.ts): the login benchmark's hosts.
 host_config:

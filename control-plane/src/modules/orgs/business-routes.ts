@@ -19,6 +19,7 @@ import {
   CustomerWrite,
   Group,
   GroupWrite,
+  Inbox,
   InboxChange,
   InboxList,
   InboxParams,
@@ -288,7 +289,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     summary: 'Rename the public chat or change its line (owner or admin)',
     params: InboxParams,
     body: InboxChange,
-    response: InboxChange,
+    response: Inbox,
     errors: [403, 404],
     price: WRITE,
     handler: ({ caller, params, body, tx }) =>
@@ -302,7 +303,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     tags: BUSINESSES,
     summary: 'Gone: the public chat cannot be closed',
     params: InboxParams,
-    response: InboxWithStaff,
+    response: BusinessDeleted,
     errors: [410],
     handler: gone(
       'The public chat cannot be closed: turn chat off with PATCH /v1/me/businesses/{org} {"chat": false}, or take no new chats with {"access": "nobody"}',

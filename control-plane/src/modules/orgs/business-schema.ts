@@ -115,7 +115,7 @@ export const BusinessChange = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
-const Inbox = Type.Object(
+export const Inbox = Type.Object(
   {
     id: Type.String(),
     name: Type.String(),

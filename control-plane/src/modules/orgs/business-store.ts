@@ -101,7 +101,12 @@ export function businessStore(db: Db) {
         order by o.created_at desc, o.id desc
         limit ${limit + 1}`),
 
-    /** How many live businesses a user owns (one at a time per user: the caller holds the lock). */
+    /** One registration or hand-over to a user at a time: their count of businesses holds. */
+    lockOwner: (scope: Scope, userId: string) =>
+      db.query(sql.unsafe`
+        select pg_advisory_xact_lock(hashtextextended(${`business-owner\t${scope.appId}\t${scope.mode}\t${userId}`}, 0))`),
+
+    /** How many live businesses a user owns (the caller holds lockOwner). */
     ownedCount: (scope: Scope, userId: string) =>
       db.oneFirst(sql.type(z.object({ count: z.number() }))`
         select count(*)::int as count from org_members m join orgs o on o.id = m.org_id
@@ -190,11 +195,15 @@ export function businessStore(db: Db) {
         from org_members m left join business_staff s on s.member_id = m.id
         where m.org_id = ${orgId} and m.user_id = ${userId}`),
 
-    /** Active people among `memberIds` (the others are missing, disabled, invited or asking). */
-    activeAmong: (orgId: string, memberIds: readonly string[]) =>
+    /**
+     * People of the team among `memberIds` with one of `statuses` (the others are missing, or in
+     * another status).
+     */
+    peopleAmong: (orgId: string, memberIds: readonly string[], statuses: readonly MemberRow['status'][]) =>
       db.any(sql.type(MemberRow)`
         select ${memberColumns} from org_members m
-        where m.org_id = ${orgId} and m.id = any(${sql.array(memberIds, 'text')}) and m.status = 'active'`),
+        where m.org_id = ${orgId} and m.id = any(${sql.array(memberIds, 'text')})
+          and m.status = any(${sql.array(statuses, 'text')})`),
 
     setRole: (memberId: string, role: BusinessRole, at: Date) =>
       db.query(sql.unsafe`
@@ -269,6 +278,11 @@ export function businessStore(db: Db) {
       db.one(sql.type(ConversationRow)`
         update business_conversations set reopened_at = ${sql.timestamp(at)} where id = ${id}
         returning ${conversationColumns}`),
+
+    /** The room keys of every conversation of a business (to bring them all to a change). */
+    conversationRoomKeys: (orgId: string) =>
+      db.anyFirst(sql.type(z.object({ room_key: z.string() }))`
+        select room_key from business_conversations where org_id = ${orgId}`),
 
     conversations: (orgId: string, limit: number, position?: Position) =>
       db.any(sql.type(ConversationRow)`

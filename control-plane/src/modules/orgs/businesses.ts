@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { type DatabasePool, sql } from 'slonik';
+import type { DatabasePool } from 'slonik';
 import type { Bookmark, EjabberdClient, RoomPerson } from '../../adapters/ejabberd.js';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
@@ -40,6 +40,34 @@ import { orgsStore } from './store.js';
 
 const iso = (date: Date) => date.toISOString();
 
+/**
+ * Whether a nickname ejabberd read (resourceprep: characters mapped to nothing, then NFKC) is the one
+ * the bundle gave.
+ */
+/** RFC 3454's table B.1 (characters mapped to nothing), as code points. */
+const MAPPED_TO_NOTHING = new Set([
+  0xad,
+  0x34f,
+  0x1806,
+  0x180b,
+  0x180c,
+  0x180d,
+  0x200b,
+  0x200c,
+  0x200d,
+  0x2060,
+  ...Array.from({ length: 16 }, (_, i) => 0xfe00 + i),
+  0xfeff,
+]);
+const prepared = (nick: string) =>
+  [...nick]
+    .filter((char) => !MAPPED_TO_NOTHING.has(char.codePointAt(0)!))
+    .join('')
+    .normalize('NFKC');
+const sameNick = (read: string, given: string) => prepared(read) === prepared(given);
+
+/** How every staff name ends ("Acme (3)"): no customer's name ends so. */
+const STAFF_NUMBER = /\s*\(\d+\)$/;
 /** The customer's name in a conversation when they give none and have no profile. */
 const DEFAULT_CUSTOMER_NAME = 'Customer';
 /** Conversation rooms: <prefix>.+<org key>.c+<room key>; `+` never appears in another org node. */
@@ -132,40 +160,30 @@ export function createBusinessesService(deps: {
   }
 
   /**
-   * Staff joining or leaving the inbox, on the chat server, before the commit (a failure undoes the
-   * change, 503): every conversation room and the staff room, then the bookmarks of those who moved.
-   * `joined` are new or renamed staff; `left` the identity keys of those who are no longer staff.
+   * The inbox's staff on the chat server, before the commit (a failure undoes the change, 503): every
+   * conversation room and the staff room brought to the staff as the database now has them (names
+   * included), then the bookmarks of those who moved. ejabberd applies a state, not a change, so a
+   * change that failed or was undone after it reached ejabberd is put right by the next one.
    */
   async function applyStaff(
     tx: Transaction,
     prefix: string,
     business: BusinessOrgRow,
-    change: { joined: readonly StaffRow[]; left: readonly { memberId: string; identityKey: string }[] },
+    moved: readonly string[],
   ) {
-    if (change.joined.length === 0 && change.left.length === 0) return;
+    const store = businessStore(tx);
+    const rooms = [
+      ...(await store.conversationRoomKeys(business.id)).map((key) =>
+        conversationNode(prefix, business, key),
+      ),
+      inboxNode(prefix, business),
+    ];
     await deps.ejabberd.setConversationStaff(
-      conversationPrefix(prefix, business),
-      staffPeople(prefix, business, change.joined),
-      change.left.map((gone) => jid(identityNode(prefix, business, gone.identityKey))),
+      orgNodePrefix(prefix, business.chat_key),
+      rooms,
+      staffPeople(prefix, business, await store.staff(business.id)),
     );
-    const inbox = inboxNode(prefix, business);
-    for (const gone of change.left)
-      await deps.ejabberd.setAffiliation(
-        inbox,
-        jid(identityNode(prefix, business, gone.identityKey)),
-        'none',
-      );
-    for (const row of change.joined)
-      await deps.ejabberd.setAffiliation(
-        inbox,
-        jid(identityNode(prefix, business, row.identity_key)),
-        'member',
-      );
-    for (const memberId of [
-      ...change.joined.map((row) => row.member_id),
-      ...change.left.map((g) => g.memberId),
-    ])
-      await syncBookmarks(tx, prefix, business, memberId);
+    for (const memberId of moved) await syncBookmarks(tx, prefix, business, memberId);
   }
 
   /** Adds one person to the inbox's staff (a new member: accepted, approved, the owner at the start). */
@@ -181,8 +199,18 @@ export function createBusinessesService(deps: {
       ...staff.map((row) => ({ memberId: row.member_id, mayReply: row.may_reply })),
       { memberId, mayReply: true },
     ]);
-    const joined = (await store.staff(business.id)).filter((row) => row.member_id === memberId);
-    await applyStaff(tx, await prefixOf(principal), business, { joined, left: [] });
+    await applyStaff(tx, await prefixOf(principal), business, [memberId]);
+  }
+
+  /**
+   * 409 when the user owns as many businesses as a user may; otherwise holds their count until the
+   * transaction ends (one registration or hand-over to a user at a time).
+   */
+  async function mayOwnAnother(tx: Transaction, scope: Principal, userId: string) {
+    const store = businessStore(tx);
+    await store.lockOwner(scope, userId);
+    if ((await store.ownedCount(scope, userId)) >= BUSINESS_LIMITS.businessesPerOwner)
+      throw conflict(`A user owns at most ${BUSINESS_LIMITS.businessesPerOwner} businesses`, 'LIMIT_REACHED');
   }
 
   // ----- lookups -----------------------------------------------------------------------------------
@@ -357,16 +385,21 @@ export function createBusinessesService(deps: {
   }
 
   /** The customer's name: given, else their profile's, else "Customer". */
-  async function customerName(user: UserPrincipal, given?: string) {
+  async function customerName(principal: Principal, userId: string, given?: string) {
     if (given !== undefined) return given;
-    return (await deps.social.displayNameOf(user, user.userId)) ?? DEFAULT_CUSTOMER_NAME;
+    // A profile's name is free text: one ending like a staff name (" (3)") loses that ending.
+    const profileName = (await deps.social.displayNameOf(principal, userId))?.replace(STAFF_NUMBER, '');
+    return profileName || DEFAULT_CUSTOMER_NAME;
   }
 
   /** Whether the user may start a chat with the business now, or why not. */
   async function chatRefusal(tx: Db, user: UserPrincipal, business: BusinessOrgRow) {
     if (!business.chat_enabled || business.status !== 'active') return 'chat_off' as const;
     if (business.access === 'nobody') return 'access_nobody' as const;
-    if (business.access === 'invited' && !(await businessStore(tx).conversation(business.id, user.userId)))
+    if (
+      business.access === 'invited' &&
+      (await businessStore(tx).conversation(business.id, user.userId))?.opened_by !== 'business'
+    )
       return 'access_invited' as const;
     return null;
   }
@@ -454,7 +487,7 @@ export function createBusinessesService(deps: {
         tx,
         user,
         business,
-        { userId: user.userId, name: await customerName(user, input.name) },
+        { userId: user.userId, name: await customerName(user, user.userId, input.name) },
         'customer',
       );
     },
@@ -551,14 +584,7 @@ export function createBusinessesService(deps: {
       if (frontDesk === 'greeting' && input.greeting === undefined)
         throw errors.invalidField('body', 'greeting', 'is required when front_desk is greeting');
       const store = businessStore(tx);
-      // One registration per user at a time: the count holds.
-      await tx.query(sql.unsafe`
-        select pg_advisory_xact_lock(hashtextextended(${`business-owner\t${user.appId}\t${user.mode}\t${user.userId}`}, 0))`);
-      if ((await store.ownedCount(user, user.userId)) >= BUSINESS_LIMITS.businessesPerOwner)
-        throw conflict(
-          `A user owns at most ${BUSINESS_LIMITS.businessesPerOwner} businesses`,
-          'LIMIT_REACHED',
-        );
+      await mayOwnAnother(tx, user, user.userId);
       const now = deps.clock.now();
       const id = newId('org');
       const org = await orgsStore(tx).createOrg(user, {
@@ -602,9 +628,11 @@ export function createBusinessesService(deps: {
         my_role: BusinessRole;
       };
       const settings = await settingsOf(user);
+      // The staff are its members and subscribers, as in every conversation room.
       await deps.ejabberd.ensureRoom(inboxNode(settings.chat_prefix, org), {
         maxUsers: settings.max_room_size,
         membersOnly: true,
+        subscriptions: true,
       });
       await joinInbox(tx, user, business, ownerId);
       return presentBusiness(
@@ -689,10 +717,7 @@ export function createBusinessesService(deps: {
       };
       // The staff's names in conversations follow the business's name and whether names are shown.
       if (after.name !== business.name || after.staff_names !== business.staff_names)
-        await applyStaff(tx, await prefixOf(user), after, {
-          joined: await businessStore(tx).staff(business.id),
-          left: [],
-        });
+        await applyStaff(tx, await prefixOf(user), after, []);
       if (!org.chat_enabled) deps.orgs.everyIdentityRevoked(tx, user, org);
       else if (input.calls === false) deps.orgs.callsEnded(tx, org);
       deps.orgs.reachChanged(tx, org);
@@ -763,11 +788,17 @@ export function createBusinessesService(deps: {
         ...(input.name === undefined ? {} : { inboxName: input.name }),
         ...(input.line === undefined ? {} : { inboxLine: input.line }),
       });
-      return {
-        id: business.inbox_id,
-        name: input.name ?? business.inbox_name,
-        line: input.line === undefined ? business.inbox_line : input.line,
-      };
+      const line = input.line === undefined ? business.inbox_line : input.line;
+      // Every conversation room shows the new name and line, before the commit (503 undoes it).
+      const prefix = await prefixOf(user);
+      await deps.ejabberd.setConversationTitles(
+        (await businessStore(tx).conversationRoomKeys(business.id)).map((key) =>
+          conversationNode(prefix, business, key),
+        ),
+        input.name ?? business.inbox_name,
+        line ?? '',
+      );
+      return { id: business.inbox_id, name: input.name ?? business.inbox_name, line };
     },
 
     /** Who works the inbox and who may reply, applied to every conversation room at once. */
@@ -782,15 +813,18 @@ export function createBusinessesService(deps: {
       needRole(business.my_role, 'admin', 'choose who works its public chat');
       if (inboxId !== business.inbox_id) throw errors.notFound('Inbox');
       const ids = input.staff.map((entry) => entry.member_id);
-      const active = new Set((await businessStore(tx).activeAmong(business.id, ids)).map((row) => row.id));
+      // A disabled person keeps their place (and number) for their restore.
+      const onTeam = new Set(
+        (await businessStore(tx).peopleAmong(business.id, ids, ['active', 'disabled'])).map((row) => row.id),
+      );
       const fields = input.staff.flatMap((entry, index) => [
-        ...(active.has(entry.member_id)
+        ...(onTeam.has(entry.member_id)
           ? []
           : [
               {
                 in: 'body' as const,
                 field: `staff.${index}.member_id`,
-                message: 'names no active person of the team',
+                message: 'names nobody on the team (active or disabled)',
               },
             ]),
         ...(ids.indexOf(entry.member_id) === index
@@ -808,12 +842,11 @@ export function createBusinessesService(deps: {
       const stayed = new Set(after.map((row) => row.member_id));
       const was = new Set(before.map((row) => row.member_id));
       const prefix = await prefixOf(user);
-      await applyStaff(tx, prefix, business, {
-        joined: after.filter((row) => !was.has(row.member_id)),
-        left: before
-          .filter((row) => !stayed.has(row.member_id))
-          .map((row) => ({ memberId: row.member_id, identityKey: row.identity_key })),
-      });
+      // Bookmarks change for those who joined or left the inbox.
+      await applyStaff(tx, prefix, business, [
+        ...after.filter((row) => !was.has(row.member_id)).map((row) => row.member_id),
+        ...before.filter((row) => !stayed.has(row.member_id)).map((row) => row.member_id),
+      ]);
       // Who may reply is asked by ejabberd: it forgets its answers.
       deps.orgs.reachChanged(tx, business);
       return presentInbox(prefix, business, after);
@@ -856,7 +889,7 @@ export function createBusinessesService(deps: {
           'This person declined this business: it cannot reach them unless they ask',
           'PERSON_DECLINED',
         );
-      const name = (await deps.social.displayNameOf(user, userId)) ?? DEFAULT_CUSTOMER_NAME;
+      const name = await customerName(user, userId);
       return openConversation(tx, user, business, { userId, name }, 'business');
     },
 
@@ -955,8 +988,11 @@ export function createBusinessesService(deps: {
         throw conflict('Only people on the team are disabled or restored', 'NOT_ON_TEAM');
       if (input.role === 'owner' && person.status !== 'active')
         throw conflict('Only an active person of the team becomes owner', 'NOT_ON_TEAM');
+      if (input.role === 'owner' && input.status !== undefined)
+        throw errors.invalidField('body', 'status', 'a hand-over (role owner) changes no status');
       const now = deps.clock.now();
       if (input.role === 'owner') {
+        await mayOwnAnother(tx, user, person.user_id!);
         const me = (await businessStore(tx).personOfUser(business.id, user.userId))!;
         await businessStore(tx).setRole(me.id, 'admin', now);
       }
@@ -972,10 +1008,7 @@ export function createBusinessesService(deps: {
       const after = (await businessStore(tx).person(business.id, person.id))!;
       // Their name in conversations follows their title (when names are shown).
       if (after.number !== null && after.title !== person.title)
-        await applyStaff(tx, await prefixOf(user), business, {
-          joined: (await businessStore(tx).staff(business.id)).filter((row) => row.member_id === person.id),
-          left: [],
-        });
+        await applyStaff(tx, await prefixOf(user), business, []);
       if (input.status === 'disabled' && person.status === 'active')
         await deps.orgs.identityRevoked(tx, user, business, person.identity_key);
       deps.orgs.reachChanged(tx, business);
@@ -995,11 +1028,7 @@ export function createBusinessesService(deps: {
       await orgsStore(tx).deleteMember(person.id);
       if (person.status === 'active' || person.status === 'disabled') {
         const prefix = await prefixOf(user);
-        if (person.number !== null)
-          await applyStaff(tx, prefix, business, {
-            joined: [],
-            left: [{ memberId: person.id, identityKey: person.identity_key }],
-          });
+        if (person.number !== null) await applyStaff(tx, prefix, business, []);
         const identity = jid(identityNode(prefix, business, person.identity_key));
         for (const group of groups)
           await deps.ejabberd.setAffiliation(
@@ -1029,7 +1058,7 @@ export function createBusinessesService(deps: {
         );
       const me = (await businessStore(tx).personOfUser(business.id, user.userId))!;
       const active = new Set(
-        (await businessStore(tx).activeAmong(business.id, input.members)).map((row) => row.id),
+        (await businessStore(tx).peopleAmong(business.id, input.members, ['active'])).map((row) => row.id),
       );
       const missing = input.members.flatMap((id, index) =>
         active.has(id)
@@ -1054,7 +1083,7 @@ export function createBusinessesService(deps: {
       const settings = await settingsOf(user);
       const room = orgNode(settings.chat_prefix, business.chat_key, groupId);
       await deps.ejabberd.ensureRoom(room, { maxUsers: settings.max_room_size, membersOnly: true });
-      const people = await businessStore(tx).activeAmong(business.id, memberIds);
+      const people = await businessStore(tx).peopleAmong(business.id, memberIds, ['active']);
       for (const person of people)
         await deps.ejabberd.setAffiliation(
           room,
@@ -1071,9 +1100,9 @@ export function createBusinessesService(deps: {
     /**
      * mod_svc_scope's question (cached a minute per pair, forgotten on any change of the business):
      * may `from` post in a conversation room (`to`), or enter it under a nickname (`to` is
-     * `<room>/<nick>`)? The customer posts while the business's chat is on; the staff who work the
-     * inbox post if they may reply, and enter only under their name there. Anything else is an org
-     * question.
+     * `<room>/<nick>`)? The customer posts while the business's chat is on, and enters under the
+     * name they opened it with; the staff who work the inbox post if they may reply, and enter only
+     * under their name there. Anything else is an org question.
      */
     mayReach: async (from: string, to: string): Promise<boolean> => {
       const room = CONVERSATION_NODE.exec(to);
@@ -1088,7 +1117,12 @@ export function createBusinessesService(deps: {
       if (sender === null) {
         // The customer: their personal node, and only their conversation's.
         const customer = parseScopedNode(from);
-        return customer !== null && customer.prefix === prefix && customer.id === conversation.user_id;
+        return (
+          customer !== null &&
+          customer.prefix === prefix &&
+          customer.id === conversation.user_id &&
+          (nick === undefined || sameNick(nick, conversation.customer_name))
+        );
       }
       if (sender.chatKey !== chatKey || sender.prefix !== prefix) return false;
       const member = await orgsStore(deps.pool).memberByIdentityKey(org.id, sender.name);
@@ -1097,7 +1131,7 @@ export function createBusinessesService(deps: {
       if (!staff) return false;
       if (nick === undefined) return staff.may_reply;
       const business = (await store.businessByOrg(org.id))!;
-      return nick === staffNick(business, staff);
+      return sameNick(nick, staffNick(business, staff));
     },
   };
 

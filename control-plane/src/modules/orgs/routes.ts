@@ -346,7 +346,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     needsBalance: true,
     handler: async ({ caller, params, body }) => {
       const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.callToken(caller, org, extId, body);
+      return orgs.callToken(caller, org, extId, body, true);
     },
   }),
 

@@ -665,6 +665,8 @@ export function createOrgsService(deps: {
         quality?: 'hd' | 'fhd' | '4k';
         ttl_seconds: number;
       },
+      /** The user's own membership (/v1/me): a business identity's call is its user's to ask for. */
+      own = false,
     ) => {
       if ((input.team === undefined) === (input.with === undefined))
         throw errors.invalidField('body', 'team', 'give exactly one of team (a team room) and with (a 1:1)');
@@ -684,6 +686,7 @@ export function createOrgsService(deps: {
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
+      if (org.kind === 'business' && !own) throw businessOrg();
       if (org.kind === 'business' && !(await businessStore(deps.pool).callsOn(org.id)))
         throw noChat('Calls are off for this business', 'CALLS_OFF');
       const identity = callIdentity(org, member.identity_key);
