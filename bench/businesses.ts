@@ -18,7 +18,7 @@
 import { buildApp } from '../control-plane/src/app.js';
 import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
-import { createCustomer } from '../control-plane/test/support.js';
+import { createCustomer, ejabberdAsOperator } from '../control-plane/test/support.js';
 import {
   figures,
   injectOk,
@@ -206,6 +206,37 @@ console.log(
   `\n3. one person onto the inbox (an accepted invite) at ${conversations} rooms: ${(accepted / 1000).toFixed(2)} s` +
     ` (${((accepted * 1000) / conversations).toFixed(0)} µs a room); off it (PUT …/staff): ${(removed / 1000).toFixed(2)} s`,
 );
+
+// ----- cleaning up -----------------------------------------------------------------------------------
+
+// The rooms are persistent (a deleted business keeps its history): the bench's own are destroyed, so
+// that runs do not pile tens of thousands of rooms onto the test stack's ejabberd.
+const settingsOfStack = loadSettings(process.env);
+const benchRooms = Array.from(
+  { length: direct },
+  (_, k) => `${settings.chat_prefix}.+benchfloor00.c+${String(k).padStart(10, '0')}@x`,
+);
+for (let page = ''; ; ) {
+  const listed: { items: { jid: string }[]; next_cursor: string | null } = (
+    await call(
+      'GET',
+      `${base}/conversations?limit=200${page && `&cursor=${encodeURIComponent(page)}`}`,
+      owner!,
+    )
+  ).json();
+  benchRooms.push(...listed.items.map((item) => item.jid));
+  if (listed.next_cursor === null) break;
+  page = listed.next_cursor;
+}
+let destroyed = 0;
+await timed(benchRooms.length, 8, () =>
+  ejabberdAsOperator(settingsOfStack, 'destroy_room', {
+    name: benchRooms[destroyed++]!.split('@')[0],
+    service: settingsOfStack.SVC_CHAT_MUC_DOMAIN,
+  }),
+);
+console.log(`
+(${benchRooms.length} rooms of the bench destroyed)`);
 
 await app.close();
 await container.close();

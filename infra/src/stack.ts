@@ -149,11 +149,12 @@ async function stopServer(context: StackContext, server: ServerDefinition): Prom
   const record = readRunRecord(context.paths.runDir, server.name);
   if (record === undefined) return;
   // A dead record, or a pid that now belongs to another process, is only cleaned up.
-  const outcome = await stopRecorded(record, server.stopSignal, STOP_TIMEOUT_MS);
+  const timeoutMs = server.stopTimeoutMs ?? STOP_TIMEOUT_MS;
+  const outcome = await stopRecorded(record, server.stopSignal, timeoutMs);
   removeRunRecord(context.paths.runDir, server.name);
   const messages = {
     stopped: `stopped (pid ${record.pid})`,
-    killed: `killed after ${STOP_TIMEOUT_MS / 1000} s without stopping (pid ${record.pid})`,
+    killed: `killed after ${timeoutMs / 1000} s without stopping (pid ${record.pid})`,
     'not-running': 'was not running; record removed',
   } as const;
   report(server.name, messages[outcome]);

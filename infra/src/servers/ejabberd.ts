@@ -244,8 +244,11 @@ export const ejabberd: ServerDefinition = {
   name: 'ejabberd',
   aptPackages: ['ejabberd', 'erlang-base'],
   osUser: 'ejabberd',
-  // The Erlang VM answers SIGTERM with init:stop, a clean shutdown that closes mnesia.
+  // The Erlang VM answers SIGTERM with init:stop, a clean shutdown that closes mnesia. It stops every
+  // room process in turn: tens of thousands of persistent rooms (businesses' conversations) take
+  // longer than 15 s, and a kill would skip mnesia's clean close.
   stopSignal: 'SIGTERM',
+  stopTimeoutMs: 120_000,
   ports: ['ejabberdWebSocket', 'ejabberdApi', 'ejabberdComponent', 'ejabberdDistribution'],
   url: ({ ports }) => `ws://127.0.0.1:${ports.ejabberdWebSocket}/ws`,
 

@@ -40,6 +40,8 @@ export interface ServerDefinition {
   osUser?: string;
   /** Its graceful-stop signal. */
   stopSignal: NodeJS.Signals;
+  /** How long a stop may take before the process is killed (default STOP_TIMEOUT_MS, 15 s). */
+  stopTimeoutMs?: number;
   ports: readonly PortName[];
   /** Where clients reach it, for status and banners. */
   url(context: StackContext): string;
