@@ -50,9 +50,10 @@ open(Name, Service, Title, Description, Subject, MaxUsers, Members) ->
                 true ->
                     case mod_muc:find_online_room(Room, Service) of
                         {ok, Pid} ->
-                            case [R || {JID, Nick} <- People, (R = add(Pid, JID, Nick)) /= ok] of
-                                [] -> ok;
-                                [Failure | _] ->
+                            %% Reopened: the room is brought to its people as a staff change would.
+                            case reconcile(Pid, wanted(People), is_staff(org_prefix(Room))) of
+                                ok -> ok;
+                                Failure ->
                                     ?ERROR_MSG("Cannot bring people into ~ts: ~p", [Room, Failure]),
                                     {error, <<"cannot bring everyone into the room">>}
                             end;
@@ -111,12 +112,24 @@ set_staff(OrgPrefix, Service, Rooms, Members) ->
         {nomatch, _} -> {error, <<"prefix must be a business's: <prefix>.+<org key>.">>};
         {_, {error, _} = Error} -> Error;
         {match, People} ->
-            Wanted = maps:from_list([{jid:tolower(JID), {JID, Nick}} || {JID, Nick} <- People]),
-            IsStaff = fun({LUser, _, _}) ->
-                              binary:longest_common_prefix([LUser, OrgPrefix]) == byte_size(OrgPrefix)
-                      end,
+            Wanted = wanted(People),
+            IsStaff = is_staff(OrgPrefix),
             each_room(Rooms, Service, fun(Pid) -> reconcile(Pid, Wanted, IsStaff) end)
     end.
+
+wanted(People) ->
+    maps:from_list([{jid:tolower(JID), {JID, Nick}} || {JID, Nick} <- People]).
+
+%% Whether a bare JID is an identity of the business whose nodes start with OrgPrefix.
+is_staff(OrgPrefix) ->
+    fun({LUser, _, _}) -> binary:longest_common_prefix([LUser, OrgPrefix]) == byte_size(OrgPrefix) end.
+
+%% The business's node prefix of one of its conversation rooms: <prefix>.+<org key>. of
+%% <prefix>.+<org key>.c+<room key>.
+org_prefix(Room) ->
+    [Prefix, <<"+", Rest/binary>>] = binary:split(Room, <<".">>),
+    [Key, _] = binary:split(Rest, <<".">>),
+    <<Prefix/binary, ".+", Key/binary, ".">>.
 
 reconcile(Pid, Wanted, IsStaff) ->
     case mod_muc_room:get_state(Pid) of

@@ -301,7 +301,8 @@ describe('a business’s public chat on the chat server', () => {
 
   it('puts the rooms right with the next staff change when an earlier one was undone', async () => {
     const { app, owner, staff, opens, base, business, staffId } = await shop();
-    const room = await opens(await app.user('cleo'));
+    const cleo = await app.user('cleo');
+    const room = await opens(cleo);
     const sam = await staff.atWork();
     // As if a change had reached ejabberd and then been rolled back: an identity of the business that
     // is not on the staff, a member and subscriber of the room.
@@ -316,6 +317,18 @@ describe('a business’s public chat on the chat server', () => {
       (await (
         await ejabberdAsOperator(testSettings(), 'get_subscribers', { name, service: room.split('@')[1] })
       ).json()) as string[];
+    expect(await subscribers()).toContain(stray);
+    // The customer reopening the chat brings the room to its people...
+    expect((await cleo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Cleo' })).statusCode).toBe(
+      200,
+    );
+    expect(await subscribers()).not.toContain(stray);
+    // ...and so does the next staff change.
+    await ctx.container.ejabberd.setConversationStaff(
+      sam.credential.room_prefix,
+      [name!],
+      [{ jid: stray, nick: 'Stray (9)' }],
+    );
     expect(await subscribers()).toContain(stray);
     const ownerId = (await owner.call('GET', `${base}/members?status=active`))
       .json()
