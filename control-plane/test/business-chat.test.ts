@@ -1,16 +1,21 @@
 import { xml } from '@xmpp/client';
-import type { Element } from '@xmpp/xml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join as joinLive } from '../../e2e/support/livekit.js';
-import { type ChatCredential, type ChatSession, connect, loginFailure } from '../../e2e/support/xmpp.js';
 import {
-  callWithKey,
-  createCustomer,
-  ejabberdAsOperator,
-  startTestApp,
-  type TestContext,
-  testSettings,
-} from './support.js';
+  arrives,
+  bookmarks,
+  bounce,
+  type ChatSession,
+  closed,
+  enter,
+  innerMessage,
+  loginFailure,
+  mucsubMessage,
+  post,
+  statuses,
+} from '../../e2e/support/xmpp.js';
+import { type AppUser, appWithUsers } from './app-users.js';
+import { ejabberdAsOperator, startTestApp, type TestContext, testSettings } from './support.js';
 
 // A business's public chat on the real ejabberd: a room per customer (svc_conversations), its staff
 // subscribed (MUC/Sub), who may post decided by mod_svc_scope asking the test stack's control plane
@@ -26,44 +31,7 @@ afterAll(async () => {
   await ctx.close();
 });
 
-type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-const MUCSUB_MESSAGES = 'urn:xmpp:mucsub:nodes:messages';
-const MUC_USER = 'http://jabber.org/protocol/muc#user';
-const QUIET_MS = 1_500;
-
-async function world() {
-  const made = await createCustomer(ctx.container);
-  const asApp = (method: Method, url: string, payload?: object) =>
-    callWithKey(ctx.app, made.token, method, url, payload);
-  const user = async (userId: string) => {
-    const minted = await asApp('POST', `/v1/users/${encodeURIComponent(userId)}/tokens`, {});
-    expect(minted.statusCode, minted.body).toBe(200);
-    const token = minted.json().token as string;
-    const call = (method: Method, url: string, payload?: object) =>
-      callWithKey(ctx.app, token, method, url, payload);
-    const code = async () => (await call('GET', '/v1/me/code')).json().code as string;
-    /** Logs in with the user's personal identity. */
-    const personal = async () =>
-      online((await asApp('POST', '/v1/realtime/chat/tokens', { user_id: userId })).json());
-    /** Logs in with the user's identity in a business (their only membership here). */
-    const atWork = async () => online(await workCredential());
-    const workCredential = async (): Promise<ChatCredential> => {
-      const [membership] = (await call('GET', '/v1/me/org-memberships')).json().items;
-      const minted = await call('POST', `/v1/me/org-memberships/${membership.id}/chat-token`, {});
-      expect(minted.statusCode, minted.body).toBe(200);
-      return minted.json();
-    };
-    return { userId, call, code, personal, atWork, workCredential };
-  };
-  return { ...made, asApp, user };
-}
-type User = Awaited<ReturnType<Awaited<ReturnType<typeof world>>['user']>>;
-
-async function online(credential: ChatCredential) {
-  const session = await connect(credential);
-  sessions.push(session);
-  return session;
-}
+const world = () => appWithUsers(ctx, sessions);
 
 /** A business with its owner, and a staff member on its team. */
 async function shop(fields: object = {}) {
@@ -79,103 +47,12 @@ async function shop(fields: object = {}) {
   expect((await staff.call('POST', `/v1/me/org-invites/${invited.json().id}/accept`)).statusCode).toBe(200);
   const base = `/v1/me/businesses/${business.id}`;
   /** A customer's conversation room, opened by code. */
-  const opens = async (customer: User) => {
+  const opens = async (customer: AppUser) => {
     const chat = await customer.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Cleo' });
     expect(chat.statusCode, chat.body).toBe(200);
     return chat.json().jid as string;
   };
   return { app, owner, staff, business, base, staffId: invited.json().id as string, opens };
-}
-
-let sent = 0;
-/** Posts in a room (without joining: every member is a MUC/Sub subscriber); its id. */
-async function post(session: ChatSession, room: string, text: string) {
-  const id = `b${++sent}`;
-  await session.xmpp.send(xml('message', { to: room, type: 'groupchat', id }, xml('body', {}, text)));
-  return id;
-}
-
-/** The MUC/Sub delivery of a room's message to a subscriber, with the text. */
-const mucsubMessage = (room: string, text: string) => (stanza: Element) =>
-  stanza.is('message') &&
-  stanza.attrs.from === room &&
-  stanza.getChild('event', 'http://jabber.org/protocol/pubsub#event')?.getChild('items')?.attrs.node ===
-    MUCSUB_MESSAGES &&
-  stanza.toString().includes(text);
-
-/** The message inside a MUC/Sub event. */
-const innerMessage = (event: Element) =>
-  event.getChild('event')!.getChild('items')!.getChild('item')!.getChild('message')!;
-
-/** Whether a post arrives at `to` within the wait. */
-async function arrives(to: ChatSession, room: string, text: string) {
-  return to.next(mucsubMessage(room, text), QUIET_MS).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** The error a post of `from` bounced with, or null when none came back. */
-async function bounce(from: ChatSession, id: string) {
-  return from
-    .next(
-      (stanza) => stanza.is('message') && stanza.attrs.id === id && stanza.attrs.type === 'error',
-      QUIET_MS,
-    )
-    .then(
-      (error) => {
-        const condition = error
-          .getChild('error')!
-          .children.find((child) => typeof child !== 'string' && child.name !== 'text') as Element;
-        return condition.name;
-      },
-      () => null,
-    );
-}
-
-/** The statuses of a MUC presence (110: about oneself, 321: sent out by an affiliation change). */
-const statuses = (presence: Element) =>
-  (presence.getChild('x', MUC_USER)?.getChildren('status') ?? []).map(
-    (status) => status.attrs.code as string,
-  );
-
-/** Enters a room under a nickname; the presence that answers (type error when refused). */
-async function enter(session: ChatSession, room: string, nick: string) {
-  const answer = session.next(
-    (stanza) =>
-      stanza.is('presence') &&
-      stanza.attrs.from === `${room}/${nick}` &&
-      (stanza.attrs.type === 'error' ||
-        (stanza.attrs.type === undefined && statuses(stanza).includes('110'))),
-  );
-  await session.xmpp.send(
-    xml('presence', { to: `${room}/${nick}` }, xml('x', { xmlns: 'http://jabber.org/protocol/muc' })),
-  );
-  return answer;
-}
-
-/** Whether the server closes a session within a few seconds. */
-async function closed(session: ChatSession) {
-  for (let waited = 0; waited < 3_000; waited += 50) {
-    if (session.xmpp.status !== 'online') return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return false;
-}
-
-/** The rooms in an account's bookmarks (XEP-0048 in private storage). */
-async function bookmarks(session: ChatSession) {
-  const id = `bm${++sent}`;
-  const answer = session.next((stanza) => stanza.is('iq') && stanza.attrs.id === id);
-  await session.xmpp.send(
-    xml(
-      'iq',
-      { type: 'get', id },
-      xml('query', { xmlns: 'jabber:iq:private' }, xml('storage', { xmlns: 'storage:bookmarks' })),
-    ),
-  );
-  const storage = (await answer).getChild('query')?.getChild('storage');
-  return (storage?.getChildren('conference') ?? []).map((room) => room.attrs.jid as string);
 }
 
 describe('a business’s public chat on the chat server', () => {
@@ -393,7 +270,7 @@ describe('a business’s team on the chat server', () => {
     const { app, owner, staff, base, staffId, opens } = await shop();
     const room = await opens(await app.user('cleo'));
     const credential = await staff.workCredential();
-    const sam = await online(credential);
+    const sam = await app.online(credential);
     expect((await owner.call('DELETE', `${base}/members/${staffId}`)).statusCode).toBe(200);
     expect(await loginFailure(credential)).toBe('not-authorized');
     expect((await staff.call('GET', '/v1/me/org-memberships')).json().items).toEqual([]);
@@ -413,7 +290,7 @@ describe('a business’s team on the chat server', () => {
       (await owner.call('POST', `${base}/conversations`, { code: await ana.code() })).json().error.code,
     ).toBe('PERSON_DECLINED');
     const [boss, home] = [await owner.atWork(), await ana.personal()];
-    const id = `d${++sent}`;
+    const id = `direct-${Date.now()}`;
     await boss.xmpp.send(
       xml('message', { to: home.credential.jid, type: 'chat', id }, xml('body', {}, 'Hi!')),
     );

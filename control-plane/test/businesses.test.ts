@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSINESS_LIMITS, CODE_LOOKUPS } from '../src/modules/orgs/business-schema.js';
-import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+import { type AppUser, appWithUsers, type Method } from './app-users.js';
+import { startTestApp, type TestContext } from './support.js';
 
 // Businesses through the API: roles and rights, codes, invites and join requests. The chat server's
 // side (conversations, staff, bookmarks) is business-chat.test.ts.
@@ -13,34 +14,16 @@ afterAll(async () => {
   await ctx.close();
 });
 
-type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+const world = () => appWithUsers(ctx);
 
-/** An app with its users, each calling /v1/me with a user token of their own. */
-async function world() {
-  const made = await createCustomer(ctx.container);
-  const asApp = (method: Method, url: string, payload?: object) =>
-    callWithKey(ctx.app, made.token, method, url, payload);
-  const user = async (userId: string) => {
-    const minted = await asApp('POST', `/v1/users/${encodeURIComponent(userId)}/tokens`, {});
-    expect(minted.statusCode, minted.body).toBe(200);
-    const token = minted.json().token as string;
-    const call = (method: Method, url: string, payload?: object) =>
-      callWithKey(ctx.app, token, method, url, payload);
-    const code = async () => (await call('GET', '/v1/me/code')).json().code as string;
-    return { userId, call, code };
-  };
-  return { ...made, asApp, user };
-}
-type User = Awaited<ReturnType<Awaited<ReturnType<typeof world>>['user']>>;
-
-async function register(owner: User, fields: object = {}) {
+async function register(owner: AppUser, fields: object = {}) {
   const created = await owner.call('POST', '/v1/me/businesses', { name: 'Acme', ...fields });
   expect(created.statusCode, created.body).toBe(201);
   return created.json() as { id: string; code: string; inbox: { id: string } };
 }
 
 /** Invites a user (by their personal code) and has them accept: their member id. */
-async function onTeam(by: User, business: string, who: User, role: 'admin' | 'staff' = 'staff') {
+async function onTeam(by: AppUser, business: string, who: AppUser, role: 'admin' | 'staff' = 'staff') {
   const invited = await by.call('POST', `/v1/me/businesses/${business}/members`, {
     code: await who.code(),
     role,

@@ -145,3 +145,102 @@ export async function archive(session: ChatSession, to?: string): Promise<string
   }
   return bodies;
 }
+
+// ----- rooms with MUC/Sub subscribers (businesses, circles) -------------------------------------
+
+const MUCSUB_MESSAGES = 'urn:xmpp:mucsub:nodes:messages';
+const MUC_USER = 'http://jabber.org/protocol/muc#user';
+/** How long a helper waits for something that should not come. */
+const QUIET_MS = 1_500;
+
+/** Numbers the stanzas these helpers send. */
+let sent = 0;
+/** Posts in a room (without joining: every member is a MUC/Sub subscriber); its id. */
+export async function post(session: ChatSession, room: string, text: string) {
+  const id = `b${++sent}`;
+  await session.xmpp.send(xml('message', { to: room, type: 'groupchat', id }, xml('body', {}, text)));
+  return id;
+}
+
+/** The MUC/Sub delivery of a room's message to a subscriber, with the text. */
+export const mucsubMessage = (room: string, text: string) => (stanza: Element) =>
+  stanza.is('message') &&
+  stanza.attrs.from === room &&
+  stanza.getChild('event', 'http://jabber.org/protocol/pubsub#event')?.getChild('items')?.attrs.node ===
+    MUCSUB_MESSAGES &&
+  stanza.toString().includes(text);
+
+/** The message inside a MUC/Sub event. */
+export const innerMessage = (event: Element) =>
+  event.getChild('event')!.getChild('items')!.getChild('item')!.getChild('message')!;
+
+/** Whether a post arrives at `to` within the wait. */
+export async function arrives(to: ChatSession, room: string, text: string) {
+  return to.next(mucsubMessage(room, text), QUIET_MS).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The error a post of `from` bounced with, or null when none came back. */
+export async function bounce(from: ChatSession, id: string) {
+  return from
+    .next(
+      (stanza) => stanza.is('message') && stanza.attrs.id === id && stanza.attrs.type === 'error',
+      QUIET_MS,
+    )
+    .then(
+      (error) => {
+        const condition = error
+          .getChild('error')!
+          .children.find((child) => typeof child !== 'string' && child.name !== 'text') as Element;
+        return condition.name;
+      },
+      () => null,
+    );
+}
+
+/** The statuses of a MUC presence (110: about oneself, 321: sent out by an affiliation change). */
+export const statuses = (presence: Element) =>
+  (presence.getChild('x', MUC_USER)?.getChildren('status') ?? []).map(
+    (status) => status.attrs.code as string,
+  );
+
+/** Enters a room under a nickname; the presence that answers (type error when refused). */
+export async function enter(session: ChatSession, room: string, nick: string) {
+  const answer = session.next(
+    (stanza) =>
+      stanza.is('presence') &&
+      stanza.attrs.from === `${room}/${nick}` &&
+      (stanza.attrs.type === 'error' ||
+        (stanza.attrs.type === undefined && statuses(stanza).includes('110'))),
+  );
+  await session.xmpp.send(
+    xml('presence', { to: `${room}/${nick}` }, xml('x', { xmlns: 'http://jabber.org/protocol/muc' })),
+  );
+  return answer;
+}
+
+/** Whether the server closes a session within a few seconds. */
+export async function closed(session: ChatSession) {
+  for (let waited = 0; waited < 3_000; waited += 50) {
+    if (session.xmpp.status !== 'online') return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
+/** The rooms in an account's bookmarks (XEP-0048 in private storage). */
+export async function bookmarks(session: ChatSession) {
+  const id = `bm${++sent}`;
+  const answer = session.next((stanza) => stanza.is('iq') && stanza.attrs.id === id);
+  await session.xmpp.send(
+    xml(
+      'iq',
+      { type: 'get', id },
+      xml('query', { xmlns: 'jabber:iq:private' }, xml('storage', { xmlns: 'storage:bookmarks' })),
+    ),
+  );
+  const storage = (await answer).getChild('query')?.getChild('storage');
+  return (storage?.getChildren('conference') ?? []).map((room) => room.attrs.jid as string);
+}
