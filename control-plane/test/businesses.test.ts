@@ -518,6 +518,11 @@ describe('access', () => {
     expect(
       (await bo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Acme (1)' })).statusCode,
     ).toBe(422);
+    // Also in full width, which ejabberd reads as the same name.
+    const wide = await bo.call('POST', `/v1/me/codes/${business.code}/chat`, {
+      name: 'Acme\uFF08\uFF11\uFF09',
+    });
+    expect(wide.json().error.fields).toEqual([expect.objectContaining({ field: 'name' })]);
     const listed = (await owner.call('GET', `/v1/me/businesses/${business.id}/conversations`)).json();
     expect(listed.items.map((c: { customer_name: string }) => c.customer_name).sort()).toEqual([
       'Bo',

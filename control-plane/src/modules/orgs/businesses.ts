@@ -386,9 +386,17 @@ export function createBusinessesService(deps: {
 
   /** The customer's name: given, else their profile's, else "Customer". */
   async function customerName(principal: Principal, userId: string, given?: string) {
-    if (given !== undefined) return given;
+    // Compared as ejabberd prepares nicknames: "（3）" in full width is "(3)" to it.
+    if (given !== undefined) {
+      if (STAFF_NUMBER.test(prepared(given)))
+        throw errors.invalidField('body', 'name', 'must not end like a staff name, as in "Acme (3)"');
+      return given;
+    }
     // A profile's name is free text: one ending like a staff name (" (3)") loses that ending.
-    const profileName = (await deps.social.displayNameOf(principal, userId))?.replace(STAFF_NUMBER, '');
+    const profileName = prepared((await deps.social.displayNameOf(principal, userId)) ?? '').replace(
+      STAFF_NUMBER,
+      '',
+    );
     return profileName || DEFAULT_CUSTOMER_NAME;
   }
 
