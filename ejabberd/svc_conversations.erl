@@ -36,7 +36,8 @@ is_conversation(LUser) ->
     end.
 
 %% Makes the room with its members (JID => nickname), or, when it exists (a conversation reopened),
-%% makes each of them a member and a subscriber under that nickname. The title and description are
+%% brings it to them as set_staff does (members and subscribers under those nicknames, no other
+%% identity of the business). The title and description are
 %% the public chat's name and line; the subject, when not empty, is the business's greeting: what a
 %% customer sees first.
 open(Name, Service, Title, Description, Subject, MaxUsers, Members) ->

@@ -1,3 +1,4 @@
+import { xml } from '@xmpp/component';
 /** A command of ejabberd's HTTP API that did not succeed. */
 export class EjabberdError extends Error {
   override name = 'EjabberdError';
@@ -37,15 +38,6 @@ const STAFF_CHANGE_TIMEOUT_MS = 60_000;
 /** mod_http_api takes a list of {jid, nick} pairs as one JSON object. */
 const personMap = (people: readonly RoomPerson[]) =>
   Object.fromEntries(people.map((person) => [person.jid, person.nick]));
-
-const XML_ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&apos;',
-};
-const escapeXml = (text: string) => text.replace(/[&<>"']/g, (char) => XML_ESCAPES[char]!);
 
 /** ejabberd's HTTP API account of the control plane (ejabberd.yml: api_permissions "control plane"). */
 export const EJABBERD_API_USER = 'svc-api';
@@ -228,17 +220,14 @@ export function createEjabberdClient(options: {
      * client shows and joins. Only for identities whose bookmarks the bundle keeps (business ones).
      */
     setBookmarks: async (user: string, rooms: readonly Bookmark[]): Promise<void> => {
-      const conferences = rooms
-        .map(
-          (room) =>
-            `<conference jid="${escapeXml(room.jid)}" name="${escapeXml(room.name)}" autojoin="true"><nick>${escapeXml(room.nick)}</nick></conference>`,
-        )
-        .join('');
-      await call('private_set', {
-        user,
-        host: options.chatDomain,
-        element: `<storage xmlns="storage:bookmarks">${conferences}</storage>`,
-      });
+      const storage = xml(
+        'storage',
+        { xmlns: 'storage:bookmarks' },
+        ...rooms.map((room) =>
+          xml('conference', { jid: room.jid, name: room.name, autojoin: 'true' }, xml('nick', {}, room.nick)),
+        ),
+      );
+      await call('private_set', { user, host: options.chatDomain, element: storage.toString() });
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

@@ -25,6 +25,8 @@ const businessColumns = sql.fragment`
 
 const orgColumns = orgColumnsOf('o');
 
+const staffColumns = sql.fragment`s.member_id, m.identity_key, m.title, s.may_reply, s.number, m.status`;
+
 const conversationColumns = sql.fragment`
   id, org_id, user_id, room_key, customer_name, opened_by, created_at, reopened_at`;
 
@@ -87,8 +89,9 @@ export function businessStore(db: Db) {
         where o.id = ${orgId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.kind = 'business'
         ${lock === 'update' ? sql.fragment`for update of o, b` : lock === 'share' ? sql.fragment`for share of o, b` : sql.fragment``}`),
 
-    businessByOrg: (orgId: string) =>
-      db.maybeOne(sql.type(BusinessOrgRow)`${businessSelect(null)} where o.id = ${orgId}`),
+    /** The business an org key names (the chat server's questions name it so), or null. */
+    businessByChatKey: (chatKey: string) =>
+      db.maybeOne(sql.type(BusinessOrgRow)`${businessSelect(null)} where o.chat_key = ${chatKey}`),
 
     /** The businesses a user owns or administers (not deleted), newest first. */
     businessesOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
@@ -214,10 +217,15 @@ export function businessStore(db: Db) {
     /** Everyone who works the inbox, in number order. */
     staff: (orgId: string) =>
       db.any(sql.type(StaffRow)`
-        select s.member_id, m.identity_key, m.title, s.may_reply, s.number, m.status
-        from business_staff s join org_members m on m.id = s.member_id
+        select ${staffColumns} from business_staff s join org_members m on m.id = s.member_id
         where s.org_id = ${orgId}
         order by s.number`),
+
+    /** One person's place on the inbox's staff, or null when they do not work it. */
+    staffMember: (memberId: string) =>
+      db.maybeOne(sql.type(StaffRow)`
+        select ${staffColumns} from business_staff s join org_members m on m.id = s.member_id
+        where s.member_id = ${memberId}`),
 
     /**
      * Makes `entries` the inbox's staff: the others leave it, those already in keep their number, the

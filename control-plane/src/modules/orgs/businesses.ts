@@ -12,7 +12,7 @@ import {
   parseScopedNode,
   scopedNode,
 } from '../../platform/identities.js';
-import { newId, randomBase62 } from '../../platform/ids.js';
+import { newId } from '../../platform/ids.js';
 import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { MessagingService } from '../messaging/service.js';
 import type { RealtimeService } from '../realtime/service.js';
@@ -35,6 +35,7 @@ import {
   type InviteRow,
   type PersonRow,
 } from './business-store.js';
+import { newChatKey, newNodeKey } from './keys.js';
 import type { OrgsService } from './service.js';
 import { orgsStore } from './store.js';
 
@@ -215,11 +216,49 @@ export function createBusinessesService(deps: {
 
   // ----- lookups -----------------------------------------------------------------------------------
 
-  /** The business the path names, with the caller's role (404 if they are not on its team). */
-  async function businessFor(db: Db, user: UserPrincipal, orgId: string, lock?: 'update') {
+  /**
+   * The business the path names, with the caller's role: 404 if they are not on its team, 403 when
+   * their role is below `least` (`what` says what they tried).
+   */
+  async function businessFor(
+    db: Db,
+    user: UserPrincipal,
+    orgId: string,
+    least: BusinessRole,
+    what: string,
+    lock?: 'update',
+  ) {
     const business = await businessStore(db).business(user, orgId, user.userId, lock);
     if (!business || business.status === 'deleted' || business.my_role === null) throw businessNotFound();
+    needRole(business.my_role, least, what);
     return business as BusinessOrgRow & { my_role: BusinessRole };
+  }
+
+  /**
+   * A new person of the team (the owner, someone invited or asking), with an identity of their own:
+   * their member id.
+   */
+  async function addPerson(
+    tx: Transaction,
+    business: Pick<BusinessOrgRow, 'id' | 'member_count'>,
+    person: {
+      userId: string;
+      role: BusinessRole;
+      title: string | null;
+      status: 'active' | 'invited' | 'requested';
+    },
+  ) {
+    if (business.member_count >= BUSINESS_LIMITS.teamPerBusiness)
+      throw conflict(
+        `A business’s team holds at most ${BUSINESS_LIMITS.teamPerBusiness} people`,
+        'LIMIT_REACHED',
+      );
+    const id = newId('mem');
+    await orgsStore(tx).createMember(
+      { id, orgId: business.id, extId: id, ...person, identityKey: newNodeKey() },
+      deps.clock.now(),
+    );
+    return id;
   }
 
   /** The app user with a personal code or a registered phone, or 404. */
@@ -251,6 +290,11 @@ export function createBusinessesService(deps: {
   }
 
   // ----- what callers see --------------------------------------------------------------------------
+
+  const myCodeIn = async (tx: Transaction, user: UserPrincipal) => {
+    const row = (await businessStore(tx).codeOfUser(user, user.userId))!;
+    return { code: row.code, created_at: iso(row.created_at) };
+  };
 
   const presentBusiness = (row: BusinessOrgRow & { my_role: BusinessRole }) => ({
     id: row.id,
@@ -355,7 +399,7 @@ export function createBusinessesService(deps: {
             id: newId('conv'),
             org_id: business.id,
             user_id: customer.userId,
-            room_key: randomBase62(10).toLowerCase(),
+            room_key: newNodeKey(),
             customer_name: customer.name,
             opened_by: openedBy,
             created_at: now,
@@ -366,7 +410,8 @@ export function createBusinessesService(deps: {
     const row = conversation ?? (await store.conversation(business.id, customer.userId, 'update'))!;
     const settings = await settingsOf(principal);
     const prefix = settings.chat_prefix;
-    await deps.ejabberd.openConversation(conversationNode(prefix, business, row.room_key), {
+    const room = conversationNode(prefix, business, row.room_key);
+    await deps.ejabberd.openConversation(room, {
       title: business.inbox_name,
       description: business.inbox_line ?? '',
       subject: business.front_desk === 'greeting' ? (business.greeting ?? '') : '',
@@ -378,7 +423,7 @@ export function createBusinessesService(deps: {
     });
     return {
       kind: 'business' as const,
-      jid: roomJid(conversationNode(prefix, business, row.room_key)),
+      jid: roomJid(room),
       conversation_id: row.id,
       created: existing === null && conversation !== null,
     };
@@ -428,21 +473,18 @@ export function createBusinessesService(deps: {
   return {
     // ----- the user's own code ---------------------------------------------------------------------
 
-    /** The user's personal code, made on first read. */
+    /** The user's personal code, made on first read (takeCode keeps one that exists). */
     myCode: (user: UserPrincipal) =>
       inTransaction(deps.pool, async (tx) => {
-        const store = businessStore(tx);
-        if (!(await store.codeOfUser(user, user.userId))) await takeCode(tx, user, { userId: user.userId });
-        const row = (await store.codeOfUser(user, user.userId))!;
-        return { code: row.code, created_at: iso(row.created_at) };
+        await takeCode(tx, user, { userId: user.userId });
+        return myCodeIn(tx, user);
       }),
 
     /** A new personal code: the old one finds nobody from now on. */
     newMyCode: async (user: UserPrincipal, tx: Transaction) => {
       await businessStore(tx).deleteCodeOfUser(user, user.userId);
       await takeCode(tx, user, { userId: user.userId });
-      const row = (await businessStore(tx).codeOfUser(user, user.userId))!;
-      return { code: row.code, created_at: iso(row.created_at) };
+      return myCodeIn(tx, user);
     },
 
     lookupCode: async (user: UserPrincipal, code: string) => {
@@ -516,27 +558,14 @@ export function createBusinessesService(deps: {
         await acceptPerson(tx, user, business, existing.id);
         return { status: 'member' as const, member_id: existing.id };
       }
-      if (business.member_count >= BUSINESS_LIMITS.teamPerBusiness)
-        throw conflict(
-          `A business’s team holds at most ${BUSINESS_LIMITS.teamPerBusiness} people`,
-          'LIMIT_REACHED',
-        );
+      const id = await addPerson(tx, business, {
+        userId: user.userId,
+        role: 'staff',
+        title: null,
+        status: 'requested',
+      });
       // Asking is what lets a business that was declined reach the person again.
       await store.forgetRefusal(business.id, user.userId);
-      const id = newId('mem');
-      await orgsStore(tx).createMember(
-        {
-          id,
-          orgId: business.id,
-          extId: id,
-          role: 'staff',
-          title: null,
-          userId: user.userId,
-          status: 'requested',
-          identityKey: randomBase62(10).toLowerCase(),
-        },
-        deps.clock.now(),
-      );
       return { status: 'requested' as const, member_id: id };
     },
 
@@ -599,7 +628,7 @@ export function createBusinessesService(deps: {
         id,
         externalId: id,
         kind: 'business',
-        chatKey: randomBase62(12).toLowerCase(),
+        chatKey: newChatKey(),
         name: input.name,
         logoUrl: input.logo_url ?? null,
         policy: 'anyone',
@@ -618,23 +647,13 @@ export function createBusinessesService(deps: {
         inbox_line: input.inbox_line ?? null,
       });
       await takeCode(tx, user, { orgId: id });
-      const ownerId = newId('mem');
-      await orgsStore(tx).createMember(
-        {
-          id: ownerId,
-          orgId: id,
-          extId: ownerId,
-          role: 'owner',
-          title: null,
-          userId: user.userId,
-          status: 'active',
-          identityKey: randomBase62(10).toLowerCase(),
-        },
-        now,
-      );
-      const business = (await store.business(user, id, user.userId))! as BusinessOrgRow & {
-        my_role: BusinessRole;
-      };
+      const ownerId = await addPerson(tx, org, {
+        userId: user.userId,
+        role: 'owner',
+        title: null,
+        status: 'active',
+      });
+      const business = await businessFor(tx, user, id, 'owner', 'register it');
       const settings = await settingsOf(user);
       // The staff are its members and subscribers, as in every conversation room.
       await deps.ejabberd.ensureRoom(inboxNode(settings.chat_prefix, org), {
@@ -643,9 +662,7 @@ export function createBusinessesService(deps: {
         subscriptions: true,
       });
       await joinInbox(tx, user, business, ownerId);
-      return presentBusiness(
-        (await store.business(user, id, user.userId))! as BusinessOrgRow & { my_role: BusinessRole },
-      );
+      return presentBusiness(business);
     },
 
     listMine: async (user: UserPrincipal, query: { limit: number; cursor?: string }) =>
@@ -661,8 +678,7 @@ export function createBusinessesService(deps: {
       ),
 
     getBusiness: async (user: UserPrincipal, orgId: string) => {
-      const business = await businessFor(deps.pool, user, orgId);
-      needRole(business.my_role, 'admin', 'read its settings and people');
+      const business = await businessFor(deps.pool, user, orgId, 'admin', 'read its settings and people');
       return { ...presentBusiness(business), people: await peoplePage(business, { limit: EMBEDDED_PEOPLE }) };
     },
 
@@ -671,8 +687,7 @@ export function createBusinessesService(deps: {
       orgId: string,
       query: { limit: number; cursor?: string; status?: (typeof PERSON_STATUSES)[number] },
     ) => {
-      const business = await businessFor(deps.pool, user, orgId);
-      needRole(business.my_role, 'admin', 'list its people');
+      const business = await businessFor(deps.pool, user, orgId, 'admin', 'list its people');
       return peoplePage(business, query);
     },
 
@@ -692,8 +707,7 @@ export function createBusinessesService(deps: {
       },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'change it');
+      const business = await businessFor(tx, user, orgId, 'admin', 'change it', 'update');
       const frontDesk = input.front_desk ?? business.front_desk;
       const greeting = input.greeting === undefined ? business.greeting : input.greeting;
       if (frontDesk === 'greeting' && greeting === null)
@@ -720,9 +734,7 @@ export function createBusinessesService(deps: {
         await businessStore(tx).deleteCodeOfOrg(business.id);
         await takeCode(tx, user, { orgId: business.id });
       }
-      const after = (await businessStore(tx).business(user, business.id, user.userId))! as BusinessOrgRow & {
-        my_role: BusinessRole;
-      };
+      const after = await businessFor(tx, user, business.id, 'admin', 'change it');
       // The staff's names in conversations follow the business's name and whether names are shown.
       if (after.name !== business.name || after.staff_names !== business.staff_names)
         await applyStaff(tx, await prefixOf(user), after, []);
@@ -733,8 +745,7 @@ export function createBusinessesService(deps: {
     },
 
     deleteBusiness: async (user: UserPrincipal, orgId: string, tx: Transaction) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'owner', 'delete it');
+      const business = await businessFor(tx, user, orgId, 'owner', 'delete it', 'update');
       const org = await orgsStore(tx).deleteOrg(business.id, deps.clock.now());
       await businessStore(tx).deleteCodeOfOrg(business.id);
       deps.orgs.everyIdentityRevoked(tx, user, org);
@@ -745,8 +756,7 @@ export function createBusinessesService(deps: {
     // ----- shortcuts ---------------------------------------------------------------------------------
 
     shortcuts: async (user: UserPrincipal, orgId: string) => {
-      const business = await businessFor(deps.pool, user, orgId);
-      needRole(business.my_role, 'admin', 'read its shortcuts');
+      const business = await businessFor(deps.pool, user, orgId, 'admin', 'read its shortcuts');
       return { shortcuts: business.shortcuts };
     },
 
@@ -756,8 +766,7 @@ export function createBusinessesService(deps: {
       input: { shortcuts: { key: string; text: string }[] },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'change its shortcuts');
+      const business = await businessFor(tx, user, orgId, 'admin', 'change its shortcuts', 'update');
       const seen = new Map<string, number>();
       input.shortcuts.forEach((shortcut, index) => {
         const key = shortcut.key.toLowerCase();
@@ -776,8 +785,7 @@ export function createBusinessesService(deps: {
     // ----- the inbox ---------------------------------------------------------------------------------
 
     inboxes: async (user: UserPrincipal, orgId: string) => {
-      const business = await businessFor(deps.pool, user, orgId);
-      needRole(business.my_role, 'admin', 'read its public chat');
+      const business = await businessFor(deps.pool, user, orgId, 'admin', 'read its public chat');
       const staff = await businessStore(deps.pool).staff(business.id);
       return { items: [presentInbox(await prefixOf(user), business, staff)], next_cursor: null };
     },
@@ -789,8 +797,7 @@ export function createBusinessesService(deps: {
       input: { name?: string; line?: string | null },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'change its public chat');
+      const business = await businessFor(tx, user, orgId, 'admin', 'change its public chat', 'update');
       if (inboxId !== business.inbox_id) throw errors.notFound('Inbox');
       await businessStore(tx).updateBusiness(business.id, {
         ...(input.name === undefined ? {} : { inboxName: input.name }),
@@ -817,8 +824,14 @@ export function createBusinessesService(deps: {
       input: { staff: { member_id: string; may_reply: boolean }[] },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'choose who works its public chat');
+      const business = await businessFor(
+        tx,
+        user,
+        orgId,
+        'admin',
+        'choose who works its public chat',
+        'update',
+      );
       if (inboxId !== business.inbox_id) throw errors.notFound('Inbox');
       const ids = input.staff.map((entry) => entry.member_id);
       // A disabled person keeps their place (and number) for their restore.
@@ -862,7 +875,7 @@ export function createBusinessesService(deps: {
 
     /** The inbox's conversations, for anyone who works it. */
     conversations: async (user: UserPrincipal, orgId: string, query: { limit: number; cursor?: string }) => {
-      const business = await businessFor(deps.pool, user, orgId);
+      const business = await businessFor(deps.pool, user, orgId, 'staff', 'list its conversations');
       const me = (await businessStore(deps.pool).personOfUser(business.id, user.userId))!;
       if (me.number === null && RANK[business.my_role] < RANK.admin)
         throw refused(
@@ -888,8 +901,7 @@ export function createBusinessesService(deps: {
       input: { code?: string; phone?: string },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'open a chat with a customer');
+      const business = await businessFor(tx, user, orgId, 'admin', 'open a chat with a customer', 'update');
       if (!business.chat_enabled) throw refused('This business’s chat is off', 'BUSINESS_CHAT_OFF');
       const userId = await personBy(tx, user, input);
       if (await businessStore(tx).refused(business.id, userId))
@@ -909,8 +921,7 @@ export function createBusinessesService(deps: {
       input: { code?: string; phone?: string; role?: 'admin' | 'staff'; title?: string },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'invite people');
+      const business = await businessFor(tx, user, orgId, 'admin', 'invite people', 'update');
       const role = input.role ?? 'staff';
       if (role === 'admin') needRole(business.my_role, 'owner', 'invite admins');
       const userId = await personBy(tx, user, input);
@@ -928,37 +939,22 @@ export function createBusinessesService(deps: {
         return presentPerson(business, (await store.person(business.id, existing.id))!);
       }
       if (existing) throw conflict('This person is on the team or invited already', 'ALREADY_ON_TEAM');
-      if (business.member_count >= BUSINESS_LIMITS.teamPerBusiness)
-        throw conflict(
-          `A business’s team holds at most ${BUSINESS_LIMITS.teamPerBusiness} people`,
-          'LIMIT_REACHED',
-        );
-      const id = newId('mem');
-      await orgsStore(tx).createMember(
-        {
-          id,
-          orgId: business.id,
-          extId: id,
-          role,
-          title: input.title ?? null,
-          userId,
-          status: 'invited',
-          identityKey: randomBase62(10).toLowerCase(),
-        },
-        deps.clock.now(),
-      );
+      const id = await addPerson(tx, business, {
+        userId,
+        role,
+        title: input.title ?? null,
+        status: 'invited',
+      });
       return presentPerson(business, (await store.person(business.id, id))!);
     },
 
     requests: async (user: UserPrincipal, orgId: string, query: { limit: number; cursor?: string }) => {
-      const business = await businessFor(deps.pool, user, orgId);
-      needRole(business.my_role, 'admin', 'see its join requests');
+      const business = await businessFor(deps.pool, user, orgId, 'admin', 'see its join requests');
       return peoplePage(business, { ...query, status: 'requested' });
     },
 
     approve: async (user: UserPrincipal, orgId: string, memberId: string, tx: Transaction) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'approve join requests');
+      const business = await businessFor(tx, user, orgId, 'admin', 'approve join requests', 'update');
       const person = await personOf(tx, business, memberId, 'update');
       if (person.status !== 'requested') throw errors.notFound('Join request');
       await acceptPerson(tx, user, business, person.id);
@@ -966,8 +962,7 @@ export function createBusinessesService(deps: {
     },
 
     reject: async (user: UserPrincipal, orgId: string, memberId: string, tx: Transaction) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'turn join requests down');
+      const business = await businessFor(tx, user, orgId, 'admin', 'turn join requests down', 'update');
       const person = await personOf(tx, business, memberId, 'update');
       if (person.status !== 'requested') throw errors.notFound('Join request');
       await orgsStore(tx).deleteMember(person.id);
@@ -981,8 +976,7 @@ export function createBusinessesService(deps: {
       input: { role?: BusinessRole; title?: string | null; status?: 'active' | 'disabled' },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'admin', 'change its people');
+      const business = await businessFor(tx, user, orgId, 'admin', 'change its people', 'update');
       const person = await personOf(tx, business, memberId, 'update');
       const theirs = person.role as BusinessRole;
       // Admins manage staff; only the owner manages admins, and nobody changes the owner but by a handover.
@@ -1025,7 +1019,8 @@ export function createBusinessesService(deps: {
 
     /** Removes a person (or cancels an invite): no chat for this business by any route. */
     removePerson: async (user: UserPrincipal, orgId: string, memberId: string, tx: Transaction) => {
-      const business = await businessFor(tx, user, orgId, 'update');
+      // Anyone on the team may leave; the rest is for the owner and admins (below).
+      const business = await businessFor(tx, user, orgId, 'staff', 'leave it', 'update');
       const person = await personOf(tx, business, memberId, 'update');
       const self = person.user_id === user.userId;
       if (!self) needRole(business.my_role, 'admin', 'remove people');
@@ -1057,8 +1052,7 @@ export function createBusinessesService(deps: {
       input: { name: string; members: string[] },
       tx: Transaction,
     ) => {
-      const business = await businessFor(tx, user, orgId, 'update');
-      needRole(business.my_role, 'staff', 'make groups');
+      const business = await businessFor(tx, user, orgId, 'staff', 'make groups', 'update');
       if (business.team_count >= BUSINESS_LIMITS.groupsPerBusiness)
         throw conflict(
           `A business holds at most ${BUSINESS_LIMITS.groupsPerBusiness} groups`,
@@ -1116,10 +1110,10 @@ export function createBusinessesService(deps: {
       const room = CONVERSATION_NODE.exec(to);
       if (!room) return deps.orgs.mayReach(from, to);
       const [, prefix, chatKey, roomKey, nick] = room;
-      const org = await orgsStore(deps.pool).orgByChatKey(chatKey!);
-      if (org?.kind !== 'business' || org.status !== 'active' || !org.chat_enabled) return false;
       const store = businessStore(deps.pool);
-      const conversation = await store.conversationByRoomKey(org.id, roomKey!);
+      const business = await store.businessByChatKey(chatKey!);
+      if (business?.status !== 'active' || !business.chat_enabled) return false;
+      const conversation = await store.conversationByRoomKey(business.id, roomKey!);
       if (!conversation) return false;
       const sender = parseOrgNode(from);
       if (sender === null) {
@@ -1133,12 +1127,11 @@ export function createBusinessesService(deps: {
         );
       }
       if (sender.chatKey !== chatKey || sender.prefix !== prefix) return false;
-      const member = await orgsStore(deps.pool).memberByIdentityKey(org.id, sender.name);
+      const member = await orgsStore(deps.pool).memberByIdentityKey(business.id, sender.name);
       if (member?.status !== 'active') return false;
-      const staff = (await store.staff(org.id)).find((row) => row.member_id === member.id);
+      const staff = await store.staffMember(member.id);
       if (!staff) return false;
       if (nick === undefined) return staff.may_reply;
-      const business = (await store.businessByOrg(org.id))!;
       return sameNick(nick, staffNick(business, staff));
     },
   };

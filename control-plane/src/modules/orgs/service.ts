@@ -12,13 +12,14 @@ import {
   orgNodePrefix,
   parseOrgNode,
 } from '../../platform/identities.js';
-import { newId, randomBase62 } from '../../platform/ids.js';
+import { newId } from '../../platform/ids.js';
 import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
 import type { AppScope, RealtimeService } from '../realtime/service.js';
 import { businessStore } from './business-store.js';
+import { newChatKey, newNodeKey } from './keys.js';
 import { policyAllows } from './policy.js';
 import {
   DEFAULT_USAGE_WINDOW_DAYS,
@@ -87,15 +88,6 @@ const orgDeleted = () =>
 const limitReached = (message: string) => new ServiceError('conflict', message, { code: 'LIMIT_REACHED' });
 const orgLimitReached = (what: string, limit: number) =>
   limitReached(`An org holds at most ${limit.toLocaleString('en')} ${what}`);
-
-/**
- * The chat server's name of an org: 12 lowercase letters and digits (JID nodes are lowercase), drawn
- * afresh for every org, so that a re-created org never shares its identities or rooms with the old one.
- */
-const newChatKey = () => randomBase62(12).toLowerCase();
-
-/** A member identity's name on the chat server (and in calls): 10 lowercase letters and digits. */
-const newIdentityKey = () => randomBase62(10).toLowerCase();
 
 const DAY_MS = 86_400_000;
 
@@ -427,7 +419,7 @@ export function createOrgsService(deps: {
             ...(input.title === undefined ? {} : { title: input.title }),
             ...(input.user_id === undefined ? {} : { userId: input.user_id }),
             ...(input.status === undefined ? {} : { status: input.status }),
-            ...(relinked ? { identityKey: newIdentityKey() } : {}),
+            ...(relinked ? { identityKey: newNodeKey() } : {}),
           },
           now,
         );
@@ -444,7 +436,7 @@ export function createOrgsService(deps: {
             title: input.title ?? null,
             userId: input.user_id ?? null,
             status: input.status ?? 'active',
-            identityKey: newIdentityKey(),
+            identityKey: newNodeKey(),
           },
           now,
         );
