@@ -12,6 +12,9 @@
  *
  *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency] [only]
  *
+ * Last, how long a key revoked on one replica takes to reach a second one's cache (issue 11's
+ * "refused everywhere within a second"), against a Redis round trip.
+ *
  * `only` (a regular expression) keeps the paths whose label matches, e.g. for a CPU profile of one.
  */
 import { randomInt } from 'node:crypto';
@@ -20,7 +23,7 @@ import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { type Figures, figures, timed, useTestStackSettings } from './support.js';
+import { type Figures, figures, percentiles, timed, useTestStackSettings } from './support.js';
 
 useTestStackSettings();
 const calls = Number(process.argv[2] ?? 3_000);
@@ -172,5 +175,31 @@ for (const [label, floor, figures, floorFigures] of results) {
     `  ${label.padEnd(44)} ${throughput.toFixed(2).padStart(5)}× (${floor}) throughput   p99 ${p99.toFixed(2).padStart(5)}× floor`,
   );
 }
+
+// Issue 11's "a revoked key is refused everywhere within a second": from the revocation's start on
+// one replica to a second replica hearing of it, against a Redis round trip from the same client.
+const replica = await createContainer(loadSettings(process.env));
+const revocations = Math.min(calls, 200);
+const heard: number[] = [];
+const roundTrips: number[] = [];
+for (let i = 0; i < revocations; i++) {
+  const { key } = await createCustomer(container);
+  const started = performance.now();
+  const arrived = new Promise<void>((resolve) =>
+    replica.bus.subscribe('keys', (cached) => cached === `id:${key.id}` && resolve()),
+  );
+  await container.accounts.revokeKey(key.id);
+  await arrived;
+  heard.push(performance.now() - started);
+  const pinged = performance.now();
+  await container.redis.ping();
+  roundTrips.push(performance.now() - pinged);
+}
+const revoked = percentiles(heard);
+const redisFloor = percentiles(roundTrips);
+console.log(
+  `\nrevocation heard by a second replica (${revocations} keys; goal < 1,000 ms): p50 ${revoked.p50.toFixed(2)} ms, p99 ${revoked.p99.toFixed(2)} ms; Redis round trip p50 ${redisFloor.p50.toFixed(2)} ms (${(revoked.p50 / redisFloor.p50).toFixed(1)}× it)`,
+);
+await replica.close();
 await app.close();
 await container.close();
