@@ -161,7 +161,7 @@ export const CircleMembersQuery = Type.Object(
       }),
     ),
     status: Type.Optional(
-      literalUnion(['active', 'blocked', 'pending', 'removed'] as const, { default: 'active' }),
+      literalUnion(['active', 'blocked', 'pending', 'removed'] as const, { description: 'Default active' }),
     ),
     limit: Limit(200, 50),
     cursor: Type.Optional(Cursor),
