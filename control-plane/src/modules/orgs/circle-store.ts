@@ -1,0 +1,195 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { KeyMode } from '../../platform/caller.js';
+import type { Position } from '../../platform/cursors.js';
+import type { Db } from '../../platform/transaction.js';
+import { type CircleRole, CircleSettingsRow, RoomRow } from './circle-schema.js';
+import { MemberRow, OrgRow } from './schema.js';
+import { after, memberColumns, orgColumnsOf } from './store.js';
+
+interface Scope {
+  appId: string;
+  mode: KeyMode;
+}
+
+const orgColumns = orgColumnsOf('o');
+const roomColumns = sql.fragment`
+  r.id, r.org_id, r.kind, r.room_key, r.name, r.open, r.auto_join, r.created_by, r.created_at, r.updated_at,
+  r.archived_at`;
+
+/** A circle: its org, its settings, its code, and the caller's place when they have one. */
+export const CircleRow = OrgRow.merge(CircleSettingsRow.omit({ org_id: true })).extend({
+  code: z.string().nullable(),
+  my_member_id: z.string().nullable(),
+  my_role: z.enum(['owner', 'admin', 'mod', 'member']).nullable(),
+});
+export type CircleRow = z.infer<typeof CircleRow>;
+
+/** Which members a list shows: `pending` is invited and requested together. */
+export type MemberFilter = 'active' | 'blocked' | 'pending' | 'removed';
+const STATUSES_OF: Record<MemberFilter, readonly string[]> = {
+  active: ['active'],
+  blocked: ['blocked'],
+  pending: ['invited', 'requested'],
+  removed: ['removed'],
+};
+
+/** SQL of circles, their rooms and boards, and who is in which room. */
+export function circleStore(db: Db) {
+  /** A circle with the user's place in it (null when they are not an active member). */
+  const circleSelect = (me: string) => sql.fragment`
+    select ${orgColumns}, c.join_rule, c.members_create_rooms, c.calls,
+           (select k.code from codes k where k.org_id = o.id) as code,
+           m.id as my_member_id, m.role as my_role
+    from orgs o join circles c on c.org_id = o.id
+    left join org_members m on m.org_id = o.id and m.user_id = ${me} and m.status = 'active'`;
+
+  return {
+    circle: (scope: Scope, orgId: string, me: string, lock?: 'update' | 'share') =>
+      db.maybeOne(sql.type(CircleRow)`
+        ${circleSelect(me)}
+        where o.id = ${orgId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.kind = 'circle'
+        ${lock === 'update' ? sql.fragment`for update of o, c` : lock === 'share' ? sql.fragment`for share of o, c` : sql.fragment``}`),
+
+    /** The circles a user is an active member of (not deleted), newest first. */
+    circlesOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
+      db.any(sql.type(CircleRow)`
+        ${circleSelect(userId)}
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.kind = 'circle'
+          and o.status <> 'deleted' and m.id is not null ${after(position, 'o')}
+        order by o.created_at desc, o.id desc
+        limit ${limit + 1}`),
+
+    ownedCount: (scope: Scope, userId: string) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        select count(*)::int as count from org_members m join orgs o on o.id = m.org_id
+        where m.user_id = ${userId} and m.role = 'owner' and o.kind = 'circle' and o.status <> 'deleted'
+          and o.app_id = ${scope.appId} and o.mode = ${scope.mode}`),
+
+    createCircle: (row: CircleSettingsRow) =>
+      db.query(sql.unsafe`
+        insert into circles (org_id, join_rule, members_create_rooms, calls)
+        values (${row.org_id}, ${row.join_rule}, ${row.members_create_rooms}, ${row.calls})`),
+
+    updateCircle: (
+      orgId: string,
+      changes: { joinRule?: CircleSettingsRow['join_rule']; membersCreateRooms?: boolean; calls?: boolean },
+    ) =>
+      db.query(sql.unsafe`
+        update circles set
+          join_rule = coalesce(${changes.joinRule ?? null}, join_rule),
+          members_create_rooms = coalesce(${changes.membersCreateRooms ?? null}, members_create_rooms),
+          calls = coalesce(${changes.calls ?? null}, calls)
+        where org_id = ${orgId}`),
+
+    // ----- members ---------------------------------------------------------------------------------
+
+    /** Members in a filter, newest first; `q` matches part of their display name or user id. */
+    members: (
+      orgId: string,
+      filter: MemberFilter,
+      q: string | undefined,
+      limit: number,
+      position?: Position,
+    ) =>
+      db.any(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m
+        where m.org_id = ${orgId} and m.status = any(${sql.array(STATUSES_OF[filter], 'text')})
+          ${
+            q === undefined
+              ? sql.fragment``
+              : sql.fragment`and (strpos(lower(coalesce(m.display_name, '')), lower(${q})) > 0
+                                  or strpos(lower(coalesce(m.user_id, '')), lower(${q})) > 0)`
+          }
+          ${after(position, 'm')}
+        order by m.created_at desc, m.id desc
+        limit ${limit + 1}`),
+
+    memberOfUser: (orgId: string, userId: string, lock?: 'update') =>
+      db.maybeOne(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.user_id = ${userId}
+        ${lock ? sql.fragment`for update of m` : sql.fragment``}`),
+
+    member: (orgId: string, memberId: string, lock?: 'update') =>
+      db.maybeOne(sql.type(MemberRow)`
+        select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.id = ${memberId}
+        ${lock ? sql.fragment`for update of m` : sql.fragment``}`),
+
+    setPlace: (memberId: string, place: { role?: CircleRole; status?: MemberRow['status'] }, at: Date) =>
+      db.query(sql.unsafe`
+        update org_members set role = coalesce(${place.role ?? null}, role),
+               status = coalesce(${place.status ?? null}, status), updated_at = ${sql.timestamp(at)}
+        where id = ${memberId}`),
+
+    // ----- rooms and boards ------------------------------------------------------------------------
+
+    rooms: (orgId: string) =>
+      db.any(sql.type(RoomRow)`
+        select ${roomColumns} from circle_rooms r where r.org_id = ${orgId} order by r.created_at, r.id`),
+
+    room: (orgId: string, roomId: string, lock?: 'update') =>
+      db.maybeOne(sql.type(RoomRow)`
+        select ${roomColumns} from circle_rooms r where r.org_id = ${orgId} and r.id = ${roomId}
+        ${lock ? sql.fragment`for update` : sql.fragment``}`),
+
+    createRoom: (row: Omit<RoomRow, 'updated_at' | 'archived_at'>) =>
+      db.one(sql.type(RoomRow)`
+        insert into circle_rooms as r (id, org_id, kind, room_key, name, open, auto_join, created_by, created_at,
+                                    updated_at)
+        values (${row.id}, ${row.org_id}, ${row.kind}, ${row.room_key}, ${row.name}, ${row.open}, ${row.auto_join},
+                ${row.created_by}, ${sql.timestamp(row.created_at)}, ${sql.timestamp(row.created_at)})
+        returning ${roomColumns}`),
+
+    updateRoom: (
+      roomId: string,
+      changes: { name?: string; open?: boolean; autoJoin?: boolean; archivedAt?: Date },
+      at: Date,
+    ) =>
+      db.one(sql.type(RoomRow)`
+        update circle_rooms r set
+          name = coalesce(${changes.name ?? null}, name),
+          open = coalesce(${changes.open ?? null}, open),
+          auto_join = coalesce(${changes.autoJoin ?? null}, auto_join),
+          archived_at = coalesce(${changes.archivedAt ? sql.timestamp(changes.archivedAt) : null}, archived_at),
+          updated_at = ${sql.timestamp(at)}
+        where id = ${roomId}
+        returning ${roomColumns}`),
+
+    /** Puts members in a room (those already in stay as they are). */
+    joinRoom: (roomId: string, memberIds: readonly string[], at: Date) =>
+      db.query(sql.unsafe`
+        insert into circle_room_members (room_id, member_id, joined_at)
+        select ${roomId}, unnest(${sql.array(memberIds, 'text')}::text[]), ${sql.timestamp(at)}
+        on conflict do nothing`),
+
+    leaveRoom: (roomId: string, memberId: string) =>
+      db.query(
+        sql.unsafe`delete from circle_room_members where room_id = ${roomId} and member_id = ${memberId}`,
+      ),
+
+    /** A member out of every room of the circle (removal, block). */
+    leaveEveryRoom: (orgId: string, memberId: string) =>
+      db.query(sql.unsafe`
+        delete from circle_room_members rm using circle_rooms r
+        where rm.room_id = r.id and r.org_id = ${orgId} and rm.member_id = ${memberId}`),
+
+    setMuted: (roomId: string, memberId: string, muted: boolean) =>
+      db.query(sql.unsafe`
+        update circle_room_members set muted = ${muted} where room_id = ${roomId} and member_id = ${memberId}`),
+
+    /** The rooms a member is in, with whether they muted each. */
+    placesOf: (memberId: string) =>
+      db.any(sql.type(z.object({ room_id: z.string(), muted: z.boolean() }))`
+        select room_id, muted from circle_room_members where member_id = ${memberId}`),
+
+    /** The ids of a room's members (to bring the room on the chat server to them). */
+    roomMemberIds: (roomId: string) =>
+      db.anyFirst(sql.type(z.object({ member_id: z.string() }))`
+        select member_id from circle_room_members where room_id = ${roomId}`),
+
+    /** Every active member (to put them in a new board or auto-join room). */
+    activeMemberIds: (orgId: string) =>
+      db.anyFirst(sql.type(z.object({ id: z.string() }))`
+        select id from org_members where org_id = ${orgId} and status = 'active'`),
+  };
+}
