@@ -304,8 +304,8 @@ org_reach(#jid{luser = FromUser, lserver = FromServer}, #jid{luser = ToUser, lse
             case {ejabberd_router:is_my_host(ToServer), is_service(ToServer)} of
                 {true, _} -> may_reach(Key, FromUser, ToUser);
                 {_, true} ->
-                    case svc_conversations:is_conversation(ToUser) of
-                        true -> in_conversation(Key, FromUser, To, Pkt);  % the staff
+                    case svc_conversations:is_conversation(ToUser) orelse svc_circles:is_circle_room(ToUser) of
+                        true -> in_conversation(Key, FromUser, To, Pkt);  % the staff, a circle's member
                         false -> allow  % its org's room: affiliations decide
                     end;
                 _ -> deny  % another server: an org identity talks only inside its org
@@ -317,7 +317,8 @@ org_reach(_From, _To, _Pkt) ->
 %% In a conversation room the affiliations decide who enters; the control plane decides who may post
 %% (the customer while the business's chat is on; the staff who may reply) and under which nickname
 %% anyone enters (the customer's own, a staff member's the business gives them): "<room>/<nick>"
-%% asks that. Only rooms that exist are asked about (made-up names cost the control plane nothing;
+%% asks that. A circle's room asks the same two questions (a board takes posts from its admins and
+%% mods only; an archived room takes neither posts nor entries). Only rooms that exist are asked about (made-up names cost the control plane nothing;
 %% mod_muc answers them). Subscriptions are the bundle's to make, never a client's.
 in_conversation(Key, FromUser, #jid{luser = Room, lserver = Service, lresource = Nick}, Pkt) ->
     Exists = fun() -> mod_muc:find_online_room(Room, Service) /= error end,
@@ -682,6 +683,28 @@ commands() ->
                         args_example = [[<<"abc123defg.+k3y0rg5abc12.c+r00mk3y123">>], <<"conference.chat.localhost">>,
                                         <<"Acme">>, <<"We answer within the hour">>],
                         result = {rooms, integer}},
+     #ejabberd_commands{name = svc_set_circle_places, tags = [muc_room],
+                        desc = "Put people in or out of a circle's rooms: member, outcast or none, rooms side by side",
+                        module = svc_circles, function = set_places,
+                        args = [{service, binary},
+                                {places, {list, {place, {tuple, [{room, binary}, {jid, binary}, {place, binary}]}}}}],
+                        args_desc = ["The MUC service",
+                                     "Each room's name, a person's JID and their place there: member, outcast or none"],
+                        args_example = [<<"conference.chat.localhost">>,
+                                        [{<<"abc123defg.+k3y0rg5abc12.r+r00mk3y123">>,
+                                          <<"abc123defg.+k3y0rg5abc12.m3mb3rk3y1@chat.localhost">>, <<"outcast">>}]],
+                        result = {rooms, integer}},
+     #ejabberd_commands{name = svc_set_bookmarks, tags = [private],
+                        desc = "Replace many accounts' room bookmarks (XEP-0048 storage) at once",
+                        module = svc_circles, function = set_bookmarks,
+                        args = [{host, binary},
+                                {bookmarks, {list, {bookmark, {tuple, [{user, binary}, {storage, binary}]}}}}],
+                        args_desc = ["The accounts' host",
+                                     "Each account's local part and its <storage xmlns='storage:bookmarks'/>"],
+                        args_example = [<<"chat.localhost">>,
+                                        [{<<"abc123defg.+k3y0rg5abc12.m3mb3rk3y1">>,
+                                          <<"<storage xmlns='storage:bookmarks'/>">>}]],
+                        result = {accounts, integer}},
      #ejabberd_commands{name = svc_archive_size, tags = [mam],
                         desc = "How many messages an account's archive holds (the bundle's Mnesia archive)",
                         longdesc = "For operators checking retention, such as a deleted org's history.",

@@ -11,7 +11,7 @@
 %%% of a business to its inbox's staff at once, and svc_set_conversation_titles renames them.
 -module(svc_conversations).
 
--export([is_conversation/1, open/7, set_staff/4, set_titles/4]).
+-export([is_conversation/1, open/7, set_staff/4, set_titles/4, each_named_room/3]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -165,13 +165,16 @@ renamed(L, Nick, Wanted) ->
         error -> false
     end.
 
-%% Fun(Pid) for each named room of the service, loaded if it is not running, a few workers side by
-%% side (each room is a process of its own). How many rooms, or an error when any of them failed.
 each_room(Rooms, Service, Fun) ->
+    each_named_room(Rooms, Service, fun(_Name, Pid) -> Fun(Pid) end).
+
+%% Fun(Name, Pid) for each named room of the service, loaded if it is not running, a few workers side
+%% by side (each room is a process of its own). How many rooms, or an error when any of them failed.
+each_named_room(Rooms, Service, Fun) ->
     ServerHost = ejabberd_router:host_of_route(Service),
     Apply = fun(Name) ->
                     try mod_muc:unhibernate_room(ServerHost, Service, Name) of
-                        {ok, Pid} -> Fun(Pid);
+                        {ok, Pid} -> Fun(Name, Pid);
                         error -> {error, not_found}
                     catch Class:Reason -> {error, {Class, Reason}}
                     end

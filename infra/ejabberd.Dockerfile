@@ -38,15 +38,16 @@ RUN chown root:ejabberd /etc/ejabberd/ejabberd.yml && chmod 0640 /etc/ejabberd/e
 
 # mod_svc_scope, compiled against this image's own ejabberd and xmpp headers, and the auth bridge.
 # Neither dir is named ejabberd*: OTP would take a code path dir of that name for ejabberd's lib dir.
-COPY ejabberd/mod_svc_scope.erl ejabberd/svc_conversations.erl ejabberd/ejabberd_auth_svc_api.erl /tmp/
+COPY ejabberd/mod_svc_scope.erl ejabberd/svc_conversations.erl ejabberd/svc_circles.erl \
+     ejabberd/ejabberd_auth_svc_api.erl /tmp/
 COPY ejabberd/extauth-bridge.mjs ejabberd/extauth-protocol.mjs /usr/local/lib/svc-extauth/
 RUN install -d /usr/local/lib/mod_svc_scope/ebin \
     && erlc -pa /usr/lib/ejabberd-erl-libs/ejabberd-23.01/ebin \
         -I /usr/lib/ejabberd-erl-libs/ejabberd-23.01/include \
         -I "$(echo /usr/lib/erlang/lib/p1_xmpp-*/include)" \
         -o /usr/local/lib/mod_svc_scope/ebin /tmp/mod_svc_scope.erl /tmp/svc_conversations.erl \
-        /tmp/ejabberd_auth_svc_api.erl \
-    && rm /tmp/mod_svc_scope.erl /tmp/svc_conversations.erl /tmp/ejabberd_auth_svc_api.erl
+        /tmp/svc_circles.erl /tmp/ejabberd_auth_svc_api.erl \
+    && rm /tmp/mod_svc_scope.erl /tmp/svc_conversations.erl /tmp/svc_circles.erl /tmp/ejabberd_auth_svc_api.erl
 
 # The container's start: the bridge takes a config file (as on the native path), so this writes one
 # from the environment that compose.yaml passes (EXTAUTH_URL, EXTAUTH_SECRET), readable by ejabberd

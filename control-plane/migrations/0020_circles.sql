@@ -7,13 +7,13 @@ alter table orgs add constraint orgs_kind_check check (kind in ('org', 'business
 
 -- Circle roles: owner (also an admin), admin, mod, member. A removed member's row stays (the member
 -- list shows them, and they may rejoin by the circle's rule); a blocked one cannot rejoin until
--- restored.
+-- restored; a rejected request stays so that its asker can see it (asking again is a new request).
 alter table org_members drop constraint org_members_role_check;
 alter table org_members add constraint org_members_role_check
   check (role in ('admin', 'member', 'guest', 'owner', 'staff', 'mod'));
 alter table org_members drop constraint org_members_status_check;
 alter table org_members add constraint org_members_status_check
-  check (status in ('active', 'disabled', 'invited', 'requested', 'blocked', 'removed'));
+  check (status in ('active', 'disabled', 'invited', 'requested', 'blocked', 'removed', 'rejected'));
 
 create table circles (
   org_id text primary key references orgs (id),
@@ -26,6 +26,8 @@ create table circles (
 -- Rooms (everyone chats) and boards (admins and mods announce).
 create table circle_rooms (
   id text primary key,
+  -- The order rooms were made in (several are made at one instant: a circle's first two).
+  seq bigint generated always as identity,
   org_id text not null references orgs (id),
   kind text not null check (kind in ('room', 'board')),
   -- Names the room on the chat server: <prefix>.+<org key>.r+<room key>.
@@ -42,9 +44,10 @@ create table circle_rooms (
   archived_at timestamptz,
   unique (org_id, room_key)
 );
-create index circle_rooms_org_idx on circle_rooms (org_id, created_at, id);
+create index circle_rooms_org_idx on circle_rooms (org_id, seq);
 
--- Who is in which room; every member is in every board (and may mute it, not leave it).
+-- Who is in which room. Every active member is on every board without a row here: a board's rows
+-- are the members who muted it (they cannot leave it).
 create table circle_room_members (
   room_id text not null references circle_rooms (id),
   member_id text not null references org_members (id) on delete cascade,

@@ -16,6 +16,7 @@ import { liveRoutes } from './modules/live/routes.js';
 import { mediaRoutes } from './modules/media/routes.js';
 import { messagingRoutes } from './modules/messaging/routes.js';
 import { businessRoutes } from './modules/orgs/business-routes.js';
+import { circleRoutes } from './modules/orgs/circle-routes.js';
 import { orgRoutes } from './modules/orgs/routes.js';
 import { pricingRoutes } from './modules/pricing/routes.js';
 import { realtimeRoutes } from './modules/realtime/routes.js';
@@ -156,7 +157,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...aboutRoutes(container.about),
     ...messagingRoutes(container.messaging),
     ...orgRoutes(container.orgs),
-    ...businessRoutes(container.businesses),
+    ...businessRoutes(container.businesses, container.circles),
+    ...circleRoutes(container.circles),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

@@ -17,6 +17,7 @@ import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
 import { createMessagingService, type MessagingService } from './modules/messaging/service.js';
 import { type BusinessesService, createBusinessesService } from './modules/orgs/businesses.js';
+import { type CirclesService, createCirclesService } from './modules/orgs/circles.js';
 import { createOrgsService, type OrgsService } from './modules/orgs/service.js';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service.js';
 import { createShieldService, type ShieldService } from './modules/shield/service.js';
@@ -52,6 +53,7 @@ export interface Container extends Core {
   messaging: MessagingService;
   orgs: OrgsService;
   businesses: BusinessesService;
+  circles: CirclesService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -91,6 +93,7 @@ export async function createContainer(
   });
   // Realtime settings bring chat rooms to a new size; the chat service, made next, knows the rooms.
   let chat: ChatService | undefined;
+  let circles: CirclesService | undefined;
   const realtime = createRealtimeService({
     pool,
     clock,
@@ -98,10 +101,11 @@ export async function createContainer(
     ejabberd,
     bus,
     chatDomain: settings.SVC_CHAT_DOMAIN,
-    // Both modules are made later (they use this one): asked late.
+    // These modules are made later (they use this one): asked late.
     roomNodes: async (scope, chatPrefix) => [
       ...(await chat!.roomNames(scope)).map((room) => scopedNode(chatPrefix, room)),
       ...(await orgs.teamRoomNodes(scope, chatPrefix)),
+      ...(await circles!.roomNodes(scope, chatPrefix)),
     ],
   });
   chat = createChatService({
@@ -228,6 +232,18 @@ export async function createContainer(
     chatDomain: settings.SVC_CHAT_DOMAIN,
     mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
   });
+  circles = createCirclesService({
+    pool,
+    clock,
+    cursors,
+    orgs,
+    businesses,
+    realtime,
+    social,
+    ejabberd,
+    chatDomain: settings.SVC_CHAT_DOMAIN,
+    mucDomain: settings.SVC_CHAT_MUC_DOMAIN,
+  });
   const sender = createWebhookSender({
     timeoutMs: DELIVERY_TIMEOUT_MS,
     excerptBytes: RESPONSE_EXCERPT_BYTES,
@@ -267,6 +283,7 @@ export async function createContainer(
     messaging,
     orgs,
     businesses,
+    circles,
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -26,10 +26,10 @@ export async function appWithUsers(ctx: TestContext, sessions: ChatSession[] = [
       callWithKey(ctx.app, token, method, url, payload);
     /** The user's personal code. */
     const code = async () => (await call('GET', '/v1/me/code')).json().code as string;
-    /** A chat credential for the user's org identity (their only membership in this app). */
-    const workCredential = async (): Promise<ChatCredential> => {
-      const [membership] = (await call('GET', '/v1/me/org-memberships')).json().items;
-      const credential = await call('POST', `/v1/me/org-memberships/${membership.id}/chat-token`, {});
+    /** A chat credential for one of the user's org identities (by default their only one in this app). */
+    const workCredential = async (memberId?: string): Promise<ChatCredential> => {
+      const id = memberId ?? (await call('GET', '/v1/me/org-memberships')).json().items[0].id;
+      const credential = await call('POST', `/v1/me/org-memberships/${id}/chat-token`, {});
       expect(credential.statusCode, credential.body).toBe(200);
       return credential.json();
     };
@@ -41,8 +41,8 @@ export async function appWithUsers(ctx: TestContext, sessions: ChatSession[] = [
       /** Logs in with the user's personal identity. */
       personal: async () =>
         online((await asApp('POST', '/v1/realtime/chat/tokens', { user_id: userId })).json()),
-      /** Logs in with the user's org identity. */
-      atWork: async () => online(await workCredential()),
+      /** Logs in with one of the user's org identities (by default their only one). */
+      atWork: async (memberId?: string) => online(await workCredential(memberId)),
     };
   };
   return { ...made, asApp, user, online };

@@ -407,7 +407,8 @@ describe('invites and join requests', () => {
       expect.objectContaining({
         id: invited.json().id,
         role: 'staff',
-        business: expect.objectContaining({ name: 'Acme' }),
+        kind: 'business',
+        org: expect.objectContaining({ name: 'Acme' }),
       }),
     ]);
     // An invite is nobody's identity yet.

@@ -232,6 +232,17 @@ export async function closed(session: ChatSession) {
 
 /** The rooms in an account's bookmarks (XEP-0048 in private storage). */
 export async function bookmarks(session: ChatSession) {
+  return (await conferences(session)).map((room) => room.attrs.jid as string);
+}
+
+/** The bookmarked rooms a client joins on login (a muted board is bookmarked, not joined). */
+export async function joinedOnLogin(session: ChatSession) {
+  return (await conferences(session))
+    .filter((room) => room.attrs.autojoin === 'true')
+    .map((room) => room.attrs.jid as string);
+}
+
+async function conferences(session: ChatSession) {
   const id = `bm${++sent}`;
   const answer = session.next((stanza) => stanza.is('iq') && stanza.attrs.id === id);
   await session.xmpp.send(
@@ -242,5 +253,20 @@ export async function bookmarks(session: ChatSession) {
     ),
   );
   const storage = (await answer).getChild('query')?.getChild('storage');
-  return (storage?.getChildren('conference') ?? []).map((room) => room.attrs.jid as string);
+  return storage?.getChildren('conference') ?? [];
+}
+
+/** A room's message to an occupant, with the text. */
+export const roomMessage = (room: string, text: string) => (stanza: Element) =>
+  stanza.is('message') &&
+  stanza.attrs.type === 'groupchat' &&
+  stanza.attrs.from?.startsWith(`${room}/`) &&
+  bodyOf(stanza) === text;
+
+/** Whether a post reaches an occupant of the room within the wait. */
+export async function hears(to: ChatSession, room: string, text: string) {
+  return to.next(roomMessage(room, text), QUIET_MS).then(
+    () => true,
+    () => false,
+  );
 }

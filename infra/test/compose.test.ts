@@ -211,6 +211,8 @@ describe('compose.yaml', () => {
         'svc_open_conversation',
         'svc_set_conversation_staff',
         'svc_set_conversation_titles',
+        'svc_set_circle_places',
+        'svc_set_bookmarks',
         'private_set',
         'status',
       ],

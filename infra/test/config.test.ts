@@ -145,7 +145,8 @@ describe('ejabberd config', () => {
     expect(config).toContain(
       'what: [create_room_with_opts, change_room_option, set_room_affiliation, svc_revoke_user,\n' +
         '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, svc_open_conversation,\n' +
-        '           svc_set_conversation_staff, svc_set_conversation_titles, private_set, status]',
+        '           svc_set_conversation_staff, svc_set_conversation_titles, svc_set_circle_places,\n' +
+        '           svc_set_bookmarks, private_set, status]',
     );
     // Without a credential: the health check's status, from loopback.
     expect(config).toMatch(

@@ -13,10 +13,26 @@ export class EjabberdError extends Error {
 
 export interface RoomOptions {
   maxUsers: number;
-  /** Only members (affiliation member or above) enter; no private messages between occupants. */
-  membersOnly?: true;
+  /**
+   * true: only members (affiliation member or above) enter; false: anyone who reaches the room
+   * (mod_svc_scope decides who does). Either way no private messages between occupants, and no
+   * moderation (its stored roles would outlive affiliations).
+   */
+  membersOnly?: boolean;
   /** Members may be subscribed (MUC/Sub): they receive its messages without joining. */
   subscriptions?: true;
+  /** The name clients show. */
+  title?: string;
+  /** Every occupant sees the others' real JIDs (a circle's members map them to its member list). */
+  showJids?: true;
+}
+
+/** Where a person is in a circle's room (ejabberd/svc_circles.erl). */
+export interface RoomPlace {
+  room: string;
+  jid: string;
+  /** member: affiliated; outcast: banned (sent out, refused on return); none: neither, and sent out. */
+  place: 'member' | 'outcast' | 'none';
 }
 
 /** Someone in a room: their bare JID and their nickname there. */
@@ -25,12 +41,16 @@ export interface RoomPerson {
   nick: string;
 }
 
-/** A room an account's chat client lists and joins. */
+/** A room an account's chat client lists, and joins unless `autojoin` is false. */
 export interface Bookmark {
   jid: string;
   name: string;
   nick: string;
+  autojoin?: boolean;
 }
+
+/** Accounts whose bookmarks one svc_set_bookmarks call replaces (each request stays a few MB). */
+const BOOKMARKS_PER_CALL = 1_000;
 
 /** A staff change or a rename goes through every conversation room of a business (thousands, in ejabberd). */
 const STAFF_CHANGE_TIMEOUT_MS = 60_000;
@@ -38,6 +58,20 @@ const STAFF_CHANGE_TIMEOUT_MS = 60_000;
 /** mod_http_api takes a list of {jid, nick} pairs as one JSON object. */
 const personMap = (people: readonly RoomPerson[]) =>
   Object.fromEntries(people.map((person) => [person.jid, person.nick]));
+
+/** XEP-0048 bookmarks as private XML storage keeps them. */
+const bookmarkStorage = (rooms: readonly Bookmark[]) =>
+  xml(
+    'storage',
+    { xmlns: 'storage:bookmarks' },
+    ...rooms.map((room) =>
+      xml(
+        'conference',
+        { jid: room.jid, name: room.name, autojoin: String(room.autojoin ?? true) },
+        xml('nick', {}, room.nick),
+      ),
+    ),
+  ).toString();
 
 /** ejabberd's HTTP API account of the control plane (ejabberd.yml: api_permissions "control plane"). */
 export const EJABBERD_API_USER = 'svc-api';
@@ -79,17 +113,19 @@ export function createEjabberdClient(options: {
   const roomOptions = (room: RoomOptions) => [
     { name: 'max_users', value: String(room.maxUsers) },
     { name: 'mam', value: 'true' },
-    ...(room.membersOnly
-      ? [
-          { name: 'members_only', value: 'true' },
+    ...(room.membersOnly === undefined
+      ? []
+      : [
+          { name: 'members_only', value: String(room.membersOnly) },
           // A moderated room (mod_muc's default) remembers the role a user last had, and lets them
           // back in with it after their affiliation went: the role must come from the affiliation.
           { name: 'moderated', value: 'false' },
           // A private message through the room would be a 1:1 the org's policy never saw.
           { name: 'allow_private_messages', value: 'false' },
-        ]
-      : []),
+        ]),
     ...(room.subscriptions ? [{ name: 'allow_subscription', value: 'true' }] : []),
+    ...(room.title === undefined ? [] : [{ name: 'title', value: room.title }]),
+    ...(room.showJids ? [{ name: 'anonymous', value: 'false' }] : []),
   ];
 
   return {
@@ -220,14 +256,31 @@ export function createEjabberdClient(options: {
      * client shows and joins. Only for identities whose bookmarks the bundle keeps (business ones).
      */
     setBookmarks: async (user: string, rooms: readonly Bookmark[]): Promise<void> => {
-      const storage = xml(
-        'storage',
-        { xmlns: 'storage:bookmarks' },
-        ...rooms.map((room) =>
-          xml('conference', { jid: room.jid, name: room.name, autojoin: 'true' }, xml('nick', {}, room.nick)),
-        ),
-      );
-      await call('private_set', { user, host: options.chatDomain, element: storage.toString() });
+      await call('private_set', { user, host: options.chatDomain, element: bookmarkStorage(rooms) });
+    },
+
+    /** Replaces many accounts' bookmarks, a thousand accounts per call (svc_set_bookmarks). */
+    setManyBookmarks: async (accounts: readonly { user: string; rooms: readonly Bookmark[] }[]) => {
+      for (let from = 0; from < accounts.length; from += BOOKMARKS_PER_CALL)
+        await call(
+          'svc_set_bookmarks',
+          {
+            host: options.chatDomain,
+            bookmarks: accounts
+              .slice(from, from + BOOKMARKS_PER_CALL)
+              .map((account) => ({ user: account.user, storage: bookmarkStorage(account.rooms) })),
+          },
+          STAFF_CHANGE_TIMEOUT_MS,
+        );
+    },
+
+    /**
+     * Puts people in or out of a circle's rooms, all in one call: rooms side by side, each room's
+     * places in order. A state, so a failed or undone call is put right by the next.
+     */
+    setCirclePlaces: async (places: readonly RoomPlace[]): Promise<void> => {
+      if (places.length === 0) return;
+      await call('svc_set_circle_places', { service: options.mucDomain, places }, STAFF_CHANGE_TIMEOUT_MS);
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

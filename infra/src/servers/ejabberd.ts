@@ -32,8 +32,8 @@ const ERL = '/usr/bin/erl';
 const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
 /** Our Erlang modules: app scoping (mod_svc_scope), businesses' conversation rooms, the HTTP API's accounts (auth_method svc_api). */
-const MODULE_SOURCES = ['mod_svc_scope', 'svc_conversations', 'ejabberd_auth_svc_api'].map((name) =>
-  join(REPO_ROOT, 'ejabberd', `${name}.erl`),
+const MODULE_SOURCES = ['mod_svc_scope', 'svc_conversations', 'svc_circles', 'ejabberd_auth_svc_api'].map(
+  (name) => join(REPO_ROOT, 'ejabberd', `${name}.erl`),
 );
 const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
 const ACCEPT_ALL_AUTH = join(REPO_ROOT, 'ejabberd', 'accept-all-auth.mjs');

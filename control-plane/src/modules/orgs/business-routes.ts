@@ -39,6 +39,7 @@ import {
   StaffWrite,
 } from './business-schema.js';
 import type { BusinessesService } from './businesses.js';
+import type { CirclesService } from './circles.js';
 import { ReachAnswer, ReachQuestion } from './schema.js';
 
 const BUSINESSES = ['businesses'];
@@ -50,10 +51,10 @@ const gone = (message: string) => () => {
 };
 
 /**
- * The signed-in user's businesses, invites and codes (user token), and ejabberd's question about the
- * conversation rooms. Writes are priced as one write each, like every write; reads are free.
+ * The signed-in user's businesses, invites and codes (user token; codes and invites of circles too),
+ * and ejabberd's question about conversation rooms, circle rooms and org identities. Writes are priced as one write each, like every write; reads are free.
  */
-export const businessRoutes = (businesses: BusinessesService) => [
+export const businessRoutes = (businesses: BusinessesService, circles: CirclesService) => [
   // ----- the user's code, invites and codes -----------------------------------------------------------
   route({
     operationId: 'me.code.read',
@@ -88,7 +89,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     response: CodeLookup,
     errors: [404],
     perUser: CODE_LOOKUPS,
-    handler: ({ caller, params }) => businesses.lookupCode(caller, params.code),
+    handler: ({ caller, params }) => circles.lookupCode(caller, params.code),
   }),
   route({
     operationId: 'me.codes.chat',
@@ -105,7 +106,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     errors: [403, 404, 409],
     price: WRITE,
     perUser: CODE_LOOKUPS,
-    handler: ({ caller, params, body, tx }) => businesses.startChat(caller, params.code, body, tx),
+    handler: ({ caller, params, body, tx }) => circles.startChat(caller, params.code, body, tx),
   }),
   route({
     operationId: 'me.codes.join',
@@ -113,14 +114,15 @@ export const businessRoutes = (businesses: BusinessesService) => [
     url: '/v1/me/codes/:code/join',
     auth: 'user-token',
     tags: ME,
-    summary: 'Ask to join a business’s team by its code (its owner and admins approve)',
-    description: 'Body optional. Asking also lets a business I declined invite me again.',
+    summary: 'Join a circle by its code and its join rule, or ask to join a business’s team',
+    description:
+      'Body optional. A circle: open joins at once (member), approval makes a request its admins approve or reject (requested), invite takes only invited people (403 CIRCLE_INVITE_ONLY); a blocked member is refused (403 CIRCLE_BLOCKED). A business: a request its owner and admins approve; asking also lets a business I declined invite me again.',
     params: CodeParams,
     response: JoinAnswer,
     errors: [404, 409],
     price: WRITE,
     perUser: CODE_LOOKUPS,
-    handler: ({ caller, params, tx }) => businesses.joinByCode(caller, params.code, tx),
+    handler: ({ caller, params, tx }) => circles.joinByCode(caller, params.code, tx),
   }),
   route({
     operationId: 'me.org_invites.list',
@@ -144,7 +146,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     response: InviteAnswer,
     errors: [404],
     price: WRITE,
-    handler: ({ caller, params, tx }) => businesses.acceptInvite(caller, params.invite_id, tx),
+    handler: ({ caller, params, tx }) => circles.acceptInvite(caller, params.invite_id, tx),
   }),
   route({
     operationId: 'me.org_invites.decline',
@@ -157,7 +159,7 @@ export const businessRoutes = (businesses: BusinessesService) => [
     response: InviteAnswer,
     errors: [404],
     price: WRITE,
-    handler: ({ caller, params, tx }) => businesses.declineInvite(caller, params.invite_id, tx),
+    handler: ({ caller, params, tx }) => circles.declineInvite(caller, params.invite_id, tx),
   }),
 
   // ----- businesses -----------------------------------------------------------------------------------
@@ -481,11 +483,11 @@ export const businessRoutes = (businesses: BusinessesService) => [
     internalCaller: 'ejabberd',
     tags: ['internal'],
     summary:
-      'mod_svc_scope’s question: may one org identity send to another under the org’s policy, or post in (or enter) a business conversation room',
+      'mod_svc_scope’s question: may one org identity send to another under the org’s policy, or post in (or enter) a business conversation room or a circle’s room',
     hidden: true,
     logLevel: 'warn',
     body: ReachQuestion,
     response: ReachAnswer,
-    handler: async ({ body }) => ({ ok: await businesses.mayReach(body.from, body.to) }),
+    handler: async ({ body }) => ({ ok: await circles.mayReach(body.from, body.to) }),
   }),
 ];

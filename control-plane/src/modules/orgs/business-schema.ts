@@ -306,17 +306,26 @@ export const Group = Type.Object(
 export const Invite = Type.Object(
   {
     id: Type.String({ description: 'invite_id' }),
-    business: Type.Object(
-      { id: Type.String(), name: Type.String(), logo_url: Type.Union([Type.String(), Type.Null()]) },
+    kind: literalUnion(['business', 'circle'] as const, {
+      description: 'Who invites: a business or a circle',
+    }),
+    org: Type.Object(
+      {
+        id: Type.String({ description: 'The business’s or the circle’s id' }),
+        name: Type.String(),
+        logo_url: Type.Union([Type.String(), Type.Null()]),
+      },
       { additionalProperties: false },
     ),
-    role: literalUnion(['admin', 'staff'] as const),
+    role: literalUnion(['admin', 'staff', 'mod', 'member'] as const, {
+      description: 'A business’s admin or staff; a circle’s admin, mod or member',
+    }),
     title: Type.Union([Type.String(), Type.Null()]),
     created_at: Type.String({ format: 'date-time' }),
   },
   { additionalProperties: false },
 );
-export const InvitePage = Page(Invite, 'Businesses that invited the user, newest first');
+export const InvitePage = Page(Invite, 'Businesses and circles that invited the user, newest first');
 export const InviteAnswer = Type.Object(
   {
     id: Type.String(),
@@ -331,13 +340,18 @@ export const InviteAnswer = Type.Object(
 export const CodeLookup = Type.Object(
   {
     code: Type.String(),
-    kind: literalUnion(['business', 'member'] as const),
+    kind: literalUnion(['business', 'member', 'circle'] as const),
     name: Type.Union([Type.String(), Type.Null()], {
-      description: 'The business’s name, or the member’s profile name (null without a profile)',
+      description: 'The business’s or circle’s name, or the member’s profile name (null without a profile)',
     }),
     may_message: Type.Boolean({ description: 'Whether POST /v1/me/codes/{code}/chat would open a chat now' }),
     reason: Type.Union(
-      [literalUnion(['own_code', 'chat_off', 'access_invited', 'access_nobody'] as const), Type.Null()],
+      [
+        literalUnion(['own_code', 'chat_off', 'access_invited', 'access_nobody', 'circle'] as const, {
+          description: 'circle: a circle’s code is joined (POST /v1/me/codes/{code}/join), not messaged',
+        }),
+        Type.Null(),
+      ],
       { description: 'Why not, when may_message is false' },
     ),
     business: Type.Union([
@@ -348,6 +362,24 @@ export const CodeLookup = Type.Object(
           inbox: Type.Object(
             { name: Type.String(), line: Type.Union([Type.String(), Type.Null()]) },
             { additionalProperties: false },
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Null(),
+    ]),
+    circle: Type.Union([
+      Type.Object(
+        {
+          id: Type.String(),
+          join_rule: literalUnion(['open', 'approval', 'invite'] as const),
+          member_count: Type.Integer(),
+          my_status: literalUnion(
+            ['none', 'member', 'requested', 'rejected', 'invited', 'blocked', 'removed'] as const,
+            {
+              description:
+                'My place: none yet, member, my join request waiting or turned down, invited, blocked, or removed (may rejoin by the rule)',
+            },
           ),
         },
         { additionalProperties: false },
@@ -380,8 +412,11 @@ export const ChatOpened = Type.Object(
 export const JoinAnswer = Type.Object(
   {
     status: literalUnion(['requested', 'member'] as const, {
-      description: 'requested: the business’s owner and admins decide; member: already on the team',
+      description:
+        'requested: the business’s or circle’s owner and admins decide; member: on the team or in the circle',
     }),
+    kind: literalUnion(['business', 'circle'] as const),
+    org_id: Type.String({ description: 'The business’s or the circle’s id' }),
     member_id: Type.String(),
   },
   { additionalProperties: false },

@@ -46,7 +46,8 @@ export type PersonRow = z.infer<typeof PersonRow>;
 
 export const InviteRow = z.object({
   id: z.string(),
-  role: z.enum(['admin', 'staff']),
+  kind: z.enum(['business', 'circle']),
+  role: z.enum(['admin', 'staff', 'mod', 'member']),
   title: z.string().nullable(),
   created_at: z.date(),
   org_id: z.string(),
@@ -137,9 +138,11 @@ export function businessStore(db: Db) {
         where org_id = ${orgId}`),
 
     /** Whether calls are on for a business (false for any other org id). */
+    /** Whether a business's or a circle's calls are on. */
     callsOn: (orgId: string) =>
       db.exists(sql.type(z.object({ exists: z.boolean() }))`
-        select 1 from businesses where org_id = ${orgId} and calls`),
+        select 1 from businesses where org_id = ${orgId} and calls
+        union all select 1 from circles where org_id = ${orgId} and calls`),
 
     // ----- codes -----------------------------------------------------------------------------------
 
@@ -303,7 +306,7 @@ export function businessStore(db: Db) {
 
     invitesOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
       db.any(sql.type(InviteRow)`
-        select m.id, m.role, m.title, m.created_at, o.id as org_id, o.name as org_name,
+        select m.id, o.kind, m.role, m.title, m.created_at, o.id as org_id, o.name as org_name,
                o.logo_url as org_logo_url
         from org_members m join orgs o on o.id = m.org_id
         where m.user_id = ${userId} and m.status = 'invited' and o.app_id = ${scope.appId}
@@ -314,7 +317,7 @@ export function businessStore(db: Db) {
     /** One of the user's invites, its business held against other writes. */
     inviteOf: (scope: Scope, userId: string, inviteId: string) =>
       db.maybeOne(sql.type(InviteRow)`
-        select m.id, m.role, m.title, m.created_at, o.id as org_id, o.name as org_name,
+        select m.id, o.kind, m.role, m.title, m.created_at, o.id as org_id, o.name as org_name,
                o.logo_url as org_logo_url
         from org_members m join orgs o on o.id = m.org_id
         where m.id = ${inviteId} and m.user_id = ${userId} and m.status = 'invited'

@@ -320,7 +320,8 @@ export function createBusinessesService(deps: {
     user_id: row.user_id!,
     role: row.role as BusinessRole,
     title: row.title,
-    status: row.status,
+    // A business's people are only ever these (circles have the other statuses).
+    status: row.status as (typeof PERSON_STATUSES)[number],
     inbox:
       row.number === null
         ? null
@@ -334,7 +335,8 @@ export function createBusinessesService(deps: {
 
   const presentInvite = (row: InviteRow) => ({
     id: row.id,
-    business: { id: row.org_id, name: row.org_name, logo_url: row.org_logo_url },
+    kind: row.kind,
+    org: { id: row.org_id, name: row.org_name, logo_url: row.org_logo_url },
     role: row.role,
     title: row.title,
     created_at: iso(row.created_at),
@@ -471,6 +473,12 @@ export function createBusinessesService(deps: {
   }
 
   return {
+    // ----- for circles (circles.ts): codes and people found by code or phone -------------------------
+
+    personBy,
+    /** A new code for an org (a circle's), drawn again while taken. */
+    newOrgCode: (tx: Transaction, scope: Principal, orgId: string) => takeCode(tx, scope, { orgId }),
+
     // ----- the user's own code ---------------------------------------------------------------------
 
     /** The user's personal code, made on first read (takeCode keeps one that exists). */
@@ -497,6 +505,7 @@ export function createBusinessesService(deps: {
           may_message: found.userId !== user.userId,
           reason: found.userId === user.userId ? ('own_code' as const) : null,
           business: null,
+          circle: null,
         };
       const { business } = found;
       const reason = await chatRefusal(deps.pool, user, business);
@@ -511,6 +520,7 @@ export function createBusinessesService(deps: {
           logo_url: business.logo_url,
           inbox: { name: business.inbox_name, line: business.inbox_line },
         },
+        circle: null,
       };
     },
 
@@ -548,15 +558,17 @@ export function createBusinessesService(deps: {
       // Circles join by code too (their own issue); a member's code is nothing to join.
       if (found.kind !== 'business') throw codeNotFound();
       const { business } = found;
+      const joined = { kind: 'business' as const, org_id: business.id };
       const store = businessStore(tx);
       const existing = await store.personOfUser(business.id, user.userId);
       if (existing?.status === 'active' || existing?.status === 'disabled')
-        return { status: 'member' as const, member_id: existing.id };
-      if (existing?.status === 'requested') return { status: 'requested' as const, member_id: existing.id };
+        return { status: 'member' as const, ...joined, member_id: existing.id };
+      if (existing?.status === 'requested')
+        return { status: 'requested' as const, ...joined, member_id: existing.id };
       if (existing?.status === 'invited') {
         // Invited and asking: that is an accept.
         await acceptPerson(tx, user, business, existing.id);
-        return { status: 'member' as const, member_id: existing.id };
+        return { status: 'member' as const, ...joined, member_id: existing.id };
       }
       const id = await addPerson(tx, business, {
         userId: user.userId,
@@ -566,7 +578,7 @@ export function createBusinessesService(deps: {
       });
       // Asking is what lets a business that was declined reach the person again.
       await store.forgetRefusal(business.id, user.userId);
-      return { status: 'requested' as const, member_id: id };
+      return { status: 'requested' as const, ...joined, member_id: id };
     },
 
     // ----- invites -----------------------------------------------------------------------------------

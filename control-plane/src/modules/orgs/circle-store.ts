@@ -22,8 +22,17 @@ export const CircleRow = OrgRow.merge(CircleSettingsRow.omit({ org_id: true })).
   code: z.string().nullable(),
   my_member_id: z.string().nullable(),
   my_role: z.enum(['owner', 'admin', 'mod', 'member']).nullable(),
+  active_count: z.number(),
 });
 export type CircleRow = z.infer<typeof CircleRow>;
+
+export const BookmarkPlacesRow = z.object({
+  id: z.string(),
+  identity_key: z.string(),
+  display_name: z.string().nullable(),
+  room_ids: z.array(z.string()),
+});
+export type BookmarkPlacesRow = z.infer<typeof BookmarkPlacesRow>;
 
 /** Which members a list shows: `pending` is invited and requested together. */
 export type MemberFilter = 'active' | 'blocked' | 'pending' | 'removed';
@@ -40,7 +49,8 @@ export function circleStore(db: Db) {
   const circleSelect = (me: string) => sql.fragment`
     select ${orgColumns}, c.join_rule, c.members_create_rooms, c.calls,
            (select k.code from codes k where k.org_id = o.id) as code,
-           m.id as my_member_id, m.role as my_role
+           m.id as my_member_id, m.role as my_role,
+           (select count(*) from org_members a where a.org_id = o.id and a.status = 'active')::int as active_count
     from orgs o join circles c on c.org_id = o.id
     left join org_members m on m.org_id = o.id and m.user_id = ${me} and m.status = 'active'`;
 
@@ -59,6 +69,22 @@ export function circleStore(db: Db) {
           and o.status <> 'deleted' and m.id is not null ${after(position, 'o')}
         order by o.created_at desc, o.id desc
         limit ${limit + 1}`),
+
+    /** People who hold a place in the circle or ask for one: all but the removed and the turned down. */
+    peopleCount: (orgId: string) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        select count(*)::int as count from org_members
+        where org_id = ${orgId} and status not in ('removed', 'rejected')`),
+
+    roomCount: (orgId: string) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        select count(*)::int as count from circle_rooms where org_id = ${orgId}`),
+
+    /** A circle's rooms of every app the scope's prefix serves (to bring them to a new room size). */
+    roomsOfApp: (scope: Scope) =>
+      db.any(sql.type(z.object({ chat_key: z.string(), room_key: z.string() }))`
+        select o.chat_key, r.room_key from circle_rooms r join orgs o on o.id = r.org_id
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`),
 
     ownedCount: (scope: Scope, userId: string) =>
       db.oneFirst(sql.type(z.object({ count: z.number() }))`
@@ -125,7 +151,7 @@ export function circleStore(db: Db) {
 
     rooms: (orgId: string) =>
       db.any(sql.type(RoomRow)`
-        select ${roomColumns} from circle_rooms r where r.org_id = ${orgId} order by r.created_at, r.id`),
+        select ${roomColumns} from circle_rooms r where r.org_id = ${orgId} order by r.seq`),
 
     room: (orgId: string, roomId: string, lock?: 'update') =>
       db.maybeOne(sql.type(RoomRow)`
@@ -173,23 +199,47 @@ export function circleStore(db: Db) {
         delete from circle_room_members rm using circle_rooms r
         where rm.room_id = r.id and r.org_id = ${orgId} and rm.member_id = ${memberId}`),
 
-    setMuted: (roomId: string, memberId: string, muted: boolean) =>
-      db.query(sql.unsafe`
-        update circle_room_members set muted = ${muted} where room_id = ${roomId} and member_id = ${memberId}`),
+    /** A board muted (its row) or not (no row). */
+    setMuted: (roomId: string, memberId: string, muted: boolean, at: Date) =>
+      db.query(
+        muted
+          ? sql.unsafe`
+              insert into circle_room_members (room_id, member_id, muted, joined_at)
+              values (${roomId}, ${memberId}, true, ${sql.timestamp(at)}) on conflict do nothing`
+          : sql.unsafe`delete from circle_room_members where room_id = ${roomId} and member_id = ${memberId}`,
+      ),
 
-    /** The rooms a member is in, with whether they muted each. */
+    /** The rooms a member is in (a board's row: muted), with whether they muted each. */
     placesOf: (memberId: string) =>
       db.any(sql.type(z.object({ room_id: z.string(), muted: z.boolean() }))`
         select room_id, muted from circle_room_members where member_id = ${memberId}`),
 
-    /** The ids of a room's members (to bring the room on the chat server to them). */
+    roomByKey: (orgId: string, roomKey: string) =>
+      db.maybeOne(sql.type(RoomRow)`
+        select ${roomColumns} from circle_rooms r where r.org_id = ${orgId} and r.room_key = ${roomKey}`),
+
+    /** Whether a member is in a room (has its row). */
+    inRoom: (roomId: string, memberId: string) =>
+      db.exists(sql.type(z.object({ exists: z.boolean() }))`
+        select 1 from circle_room_members where room_id = ${roomId} and member_id = ${memberId}`),
+
+    /** The ids of a room's members who are active in the circle. */
     roomMemberIds: (roomId: string) =>
       db.anyFirst(sql.type(z.object({ member_id: z.string() }))`
-        select member_id from circle_room_members where room_id = ${roomId}`),
+        select rm.member_id from circle_room_members rm join org_members m on m.id = rm.member_id
+        where rm.room_id = ${roomId} and m.status = 'active'`),
 
-    /** Every active member (to put them in a new board or auto-join room). */
-    activeMemberIds: (orgId: string) =>
-      db.anyFirst(sql.type(z.object({ id: z.string() }))`
-        select id from org_members where org_id = ${orgId} and status = 'active'`),
+    /**
+     * What active members' bookmarks are made of: their identity, their name, the rooms they are in and
+     * the boards they muted. All active members, or those named.
+     */
+    bookmarkPlaces: (orgId: string, memberIds?: readonly string[]) =>
+      db.any(sql.type(BookmarkPlacesRow)`
+        select m.id, m.identity_key, m.display_name,
+               coalesce(array_agg(rm.room_id) filter (where rm.room_id is not null), '{}') as room_ids
+        from org_members m left join circle_room_members rm on rm.member_id = m.id
+        where m.org_id = ${orgId} and m.status = 'active'
+          ${memberIds === undefined ? sql.fragment`` : sql.fragment`and m.id = any(${sql.array(memberIds, 'text')})`}
+        group by m.id`),
   };
 }

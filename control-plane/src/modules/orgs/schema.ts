@@ -27,14 +27,28 @@ export const EMBEDDED_PAGE = 100;
 
 export const POLICIES = ['anyone', 'teams', 'admins'] as const;
 export const ROLES = ['admin', 'member', 'guest'] as const;
-/** Every role a member may have: an org's (ROLES) or a business's (owner, admin, staff). */
-export const ANY_ROLES = ['admin', 'member', 'guest', 'owner', 'staff'] as const;
+/** Every role a member may have: an org's (ROLES), a business's (owner, admin, staff), a circle's (owner, admin, mod, member). */
+export const ANY_ROLES = ['admin', 'member', 'guest', 'owner', 'staff', 'mod'] as const;
 export const ORG_STATUSES = ['active', 'suspended', 'deleted'] as const;
 export const MEMBER_STATUSES = ['active', 'disabled'] as const;
-/** Every status a member may have: a business's team also has people invited and asking to join. */
-export const ANY_MEMBER_STATUSES = ['active', 'disabled', 'invited', 'requested'] as const;
-/** org: made by the app's server (/v1/orgs); business: registered by an app user (/v1/me/businesses). */
-export const ORG_KINDS = ['org', 'business'] as const;
+/**
+ * Every status a member may have: a business's team also has people invited and asking to join, a
+ * circle also people blocked, removed and turned down.
+ */
+export const ANY_MEMBER_STATUSES = [
+  'active',
+  'disabled',
+  'invited',
+  'requested',
+  'blocked',
+  'removed',
+  'rejected',
+] as const;
+/**
+ * org: made by the app's server (/v1/orgs); business and circle: started by an app user
+ * (/v1/me/businesses, /v1/me/circles).
+ */
+export const ORG_KINDS = ['org', 'business', 'circle'] as const;
 export type Policy = (typeof POLICIES)[number];
 export type Role = (typeof ROLES)[number];
 export type AnyRole = (typeof ANY_ROLES)[number];
@@ -49,11 +63,11 @@ const Role = literalUnion(ROLES, {
 });
 const AnyRole = literalUnion(ANY_ROLES, {
   description:
-    'An org’s: admin, member or guest; a business’s: owner, admin or staff (owner and admin reach everyone, like an org’s admin)',
+    'An org’s: admin, member or guest; a business’s: owner, admin or staff (owner and admin reach everyone, like an org’s admin); a circle’s: owner, admin, mod or member',
 });
 const OrgKind = literalUnion(ORG_KINDS, {
   description:
-    'org: the app’s own (/v1/orgs); business: registered by an app user and managed by them (/v1/me/businesses), read-only here',
+    'org: the app’s own (/v1/orgs); business and circle: started by an app user and managed by them (/v1/me/businesses, /v1/me/circles), read-only here',
 });
 export const LogoUrl = Type.String({
   format: 'uri',

@@ -73,13 +73,19 @@ const presentTeam = (row: TeamRow) => ({
   updated_at: iso(row.updated_at),
 });
 
-/** A business's org changes only through its owner and admins (/v1/me/businesses). */
-const businessOrg = () =>
-  new ServiceError(
-    'conflict',
-    'This org is a business, registered by an app user: it is managed through /v1/me/businesses by its owner and admins',
-    { code: 'BUSINESS_ORG' },
-  );
+/** A business's or a circle's org changes only through its owner and admins (/v1/me/…). */
+const userOrg = (kind: OrgRow['kind']) =>
+  kind === 'circle'
+    ? new ServiceError(
+        'conflict',
+        'This org is a circle, started by an app user: it is managed through /v1/me/circles by its owner and admins',
+        { code: 'CIRCLE_ORG' },
+      )
+    : new ServiceError(
+        'conflict',
+        'This org is a business, registered by an app user: it is managed through /v1/me/businesses by its owner and admins',
+        { code: 'BUSINESS_ORG' },
+      );
 
 const orgDeleted = () =>
   new ServiceError('conflict', 'This org was deleted; its records are kept but it cannot change', {
@@ -175,10 +181,10 @@ export function createOrgsService(deps: {
     return org;
   }
 
-  /** The org the path names, locked, that may still change here (not a business's). */
+  /** The org the path names, locked, that may still change here (not a business's or a circle's). */
   async function changeableOrg(tx: Transaction, principal: Principal, externalId: string) {
     const org = await orgOf(tx, principal, externalId, 'update');
-    if (org.kind === 'business') throw businessOrg();
+    if (org.kind !== 'org') throw userOrg(org.kind);
     if (org.status === 'deleted') throw orgDeleted();
     return org;
   }
@@ -291,7 +297,7 @@ export function createOrgsService(deps: {
       await store.lockAppOrgs(principal);
       const now = deps.clock.now();
       const existing = await store.org(principal, input.externalId, 'update');
-      if (existing?.kind === 'business') throw businessOrg();
+      if (existing !== null && existing.kind !== 'org') throw userOrg(existing.kind);
       if (existing && existing.status !== 'deleted') {
         const org = await store.updateOrg(
           existing.id,
@@ -552,7 +558,7 @@ export function createOrgsService(deps: {
       if (!identity.startsWith(ofOrg)) return false;
       const member = await store.memberByIdentityKey(org.id, identity.slice(ofOrg.length));
       if (member === null || !chatAllowed(org, member)) return false;
-      return org.kind !== 'business' || businessStore(deps.pool).callsOn(org.id);
+      return org.kind === 'org' || businessStore(deps.pool).callsOn(org.id);
     },
 
     // ----- usage -----------------------------------------------------------------------------------
@@ -678,9 +684,9 @@ export function createOrgsService(deps: {
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
-      if (org.kind === 'business' && !own) throw businessOrg();
-      if (org.kind === 'business' && !(await businessStore(deps.pool).callsOn(org.id)))
-        throw noChat('Calls are off for this business', 'CALLS_OFF');
+      if (org.kind !== 'org' && !own) throw userOrg(org.kind);
+      if (org.kind !== 'org' && !(await businessStore(deps.pool).callsOn(org.id)))
+        throw noChat(`Calls are off for this ${org.kind}`, 'CALLS_OFF');
       const identity = callIdentity(org, member.identity_key);
       const token = await deps.live.mintToken(principal, {
         room: `${ORG_IDENTITY_MARKER}${org.chat_key}.${room}`,
@@ -749,7 +755,7 @@ export function createOrgsService(deps: {
       inTransaction(deps.pool, async (tx) => {
         const org = await orgOf(tx, principal, externalId, 'share');
         // A business identity's credential is its user's own to ask for (/v1/me).
-        if (org.kind === 'business' && !owner) throw businessOrg();
+        if (org.kind !== 'org' && !owner) throw userOrg(org.kind);
         if (org.status === 'deleted') throw orgDeleted();
         const member = await orgsStore(tx).member(org.id, extId, 'share');
         if (!member) throw errors.notFound('Member');
