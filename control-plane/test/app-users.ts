@@ -1,6 +1,22 @@
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { type ChatCredential, type ChatSession, connect } from '../../e2e/support/xmpp.js';
-import { callWithKey, createCustomer, type TestContext } from './support.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
+
+/**
+ * A test file's app and the chat sessions its tests open: started before the file's tests, the
+ * sessions stopped and the app closed after them.
+ */
+export function chatTestFile() {
+  const file = { ctx: undefined as unknown as TestContext, sessions: [] as ChatSession[] };
+  beforeAll(async () => {
+    file.ctx = await startTestApp();
+  });
+  afterAll(async () => {
+    await Promise.all(file.sessions.map((session) => session.stop()));
+    await file.ctx.close();
+  });
+  return file;
+}
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 

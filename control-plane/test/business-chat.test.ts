@@ -1,11 +1,10 @@
 import { xml } from '@xmpp/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { join as joinLive } from '../../e2e/support/livekit.js';
 import {
   arrives,
   bookmarks,
   bounce,
-  type ChatSession,
   closed,
   enter,
   innerMessage,
@@ -14,24 +13,16 @@ import {
   post,
   statuses,
 } from '../../e2e/support/xmpp.js';
-import { type AppUser, appWithUsers } from './app-users.js';
-import { ejabberdAsOperator, startTestApp, type TestContext, testSettings } from './support.js';
+import { type AppUser, appWithUsers, chatTestFile } from './app-users.js';
+import { ejabberdAsOperator, testSettings } from './support.js';
 
 // A business's public chat on the real ejabberd: a room per customer (svc_conversations), its staff
 // subscribed (MUC/Sub), who may post decided by mod_svc_scope asking the test stack's control plane
 // (which shares this database), who is in decided by the rooms' affiliations.
 
-let ctx: TestContext;
-const sessions: ChatSession[] = [];
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await Promise.all(sessions.map((session) => session.stop()));
-  await ctx.close();
-});
+const file = chatTestFile();
 
-const world = () => appWithUsers(ctx, sessions);
+const world = () => appWithUsers(file.ctx, file.sessions);
 
 /** A business with its owner, and a staff member on its team. */
 async function shop(fields: object = {}) {
@@ -185,7 +176,7 @@ describe('a business’s public chat on the chat server', () => {
     // is not on the staff, a member and subscriber of the room.
     const stray = `${sam.credential.room_prefix}zzzzzzzzzz@${sam.credential.domain}`;
     const [name] = room.split('@');
-    await ctx.container.ejabberd.setConversationStaff(
+    await file.ctx.container.ejabberd.setConversationStaff(
       sam.credential.room_prefix,
       [name!],
       [{ jid: stray, nick: 'Stray (9)' }],
@@ -201,7 +192,7 @@ describe('a business’s public chat on the chat server', () => {
     );
     expect(await subscribers()).not.toContain(stray);
     // ...and so does the next staff change.
-    await ctx.container.ejabberd.setConversationStaff(
+    await file.ctx.container.ejabberd.setConversationStaff(
       sam.credential.room_prefix,
       [name!],
       [{ jid: stray, nick: 'Stray (9)' }],
@@ -331,7 +322,7 @@ describe('a business’s usage', () => {
     const participant = await joinLive(minted.json().url, minted.json().token);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await participant.leave();
-    await ctx.container.accrual.flush();
+    await file.ctx.container.accrual.flush();
     const today = new Date().toISOString().slice(0, 10);
     const report = async () =>
       (await app.asApp('GET', `/v1/orgs/${business.id}/usage?frm=${today}&to=${today}`)).json() as {

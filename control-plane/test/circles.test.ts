@@ -315,6 +315,39 @@ describe('who may do what', () => {
   });
 });
 
+describe('every operation refuses a caller who may not', () => {
+  it('answers 403 CIRCLE_ROLE to each, and changes nothing', async () => {
+    const { base, owner, mod, member, ids, app } = await club();
+    const asker = await app.user('asker');
+    await owner.call('PATCH', base, { join_rule: 'approval' });
+    const request = (
+      await asker.call('POST', `/v1/me/codes/${(await owner.call('GET', base)).json().code}/join`)
+    ).json();
+    const room = (await owner.call('POST', `${base}/rooms`, { kind: 'room', name: 'Owners' })).json();
+    const attempts: [AppUser, 'POST' | 'PATCH' | 'DELETE' | 'GET', string, object?][] = [
+      [mod, 'PATCH', base, { name: 'Mods' }],
+      [member, 'DELETE', base],
+      [member, 'GET', `${base}/members`],
+      [mod, 'POST', `${base}/members`, { code: await asker.code() }],
+      [mod, 'PATCH', `${base}/members/${ids.member}`, { role: 'mod' }],
+      [mod, 'DELETE', `${base}/members/${ids.member}`],
+      [mod, 'POST', `${base}/requests/${request.member_id}/approve`],
+      [mod, 'POST', `${base}/requests/${request.member_id}/reject`],
+      [member, 'POST', `${base}/rooms`, { kind: 'room', name: 'Mine' }],
+      [member, 'PATCH', `${base}/rooms/${room.id}`, { name: 'Mine' }],
+      [member, 'DELETE', `${base}/rooms/${room.id}`],
+      [member, 'POST', `${base}/rooms/${room.id}/members`, { member_id: ids.member }],
+      [member, 'DELETE', `${base}/rooms/${room.id}/members/${ids.mod}`],
+    ];
+    for (const [who, method, url, body] of attempts)
+      expect(errorOf(await who.call(method, url, body)), `${method} ${url}`).toEqual([403, 'CIRCLE_ROLE']);
+    const after = (await owner.call('GET', base)).json();
+    expect(after).toMatchObject({ name: 'Book club', member_count: 4 });
+    expect(after.rooms.map((each: { id: string }) => each.id)).toContain(room.id);
+    expect((await owner.call('GET', `${base}/members?status=pending`)).json().items).toHaveLength(1);
+  });
+});
+
 describe('rooms and boards', () => {
   it('boards by admins and mods; rooms by them, or by members when the circle lets them', async () => {
     const { base, admin, mod, member } = await club();

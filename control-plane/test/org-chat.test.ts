@@ -1,7 +1,7 @@
 import { xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
 import { sql } from 'slonik';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { join as joinLive } from '../../e2e/support/livekit.js';
 import {
   type ChatCredential,
@@ -10,34 +10,20 @@ import {
   joinRoom,
   loginFailure,
 } from '../../e2e/support/xmpp.js';
-import {
-  callWithKey,
-  createCustomer,
-  ejabberdAsOperator,
-  startTestApp,
-  type TestContext,
-  testSettings,
-} from './support.js';
+import { chatTestFile } from './app-users.js';
+import { callWithKey, createCustomer, ejabberdAsOperator, testSettings } from './support.js';
 
 // Org identities on the real ejabberd: the policy is enforced by mod_svc_scope (asking the test
 // stack's control plane, which shares this database), team rooms by mod_muc's members-only rooms.
 
-let ctx: TestContext;
-const sessions: ChatSession[] = [];
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await Promise.all(sessions.map((session) => session.stop()));
-  await ctx.close();
-});
+const file = chatTestFile();
 
 const POLICY_TEXT = "The organisation's policy does not allow this conversation";
 
 async function orgApp(policy: 'anyone' | 'teams' | 'admins' = 'anyone') {
-  const made = await createCustomer(ctx.container);
+  const made = await createCustomer(file.ctx.container);
   const call = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
-    callWithKey(ctx.app, made.token, method, url, payload);
+    callWithKey(file.ctx.app, made.token, method, url, payload);
   const created = await call('POST', '/v1/orgs', { externalId: 'acme', name: 'Acme', policy });
   expect(created.statusCode, created.body).toBe(201);
   const member = async (extId: string, fields: object = {}) => {
@@ -56,13 +42,13 @@ async function orgApp(policy: 'anyone' | 'teams' | 'admins' = 'anyone') {
   };
   const online = async (extId: string) => {
     const session = await connect(await token(extId));
-    sessions.push(session);
+    file.sessions.push(session);
     return session;
   };
   const personal = async (userId: string) => {
     const minted = await call('POST', '/v1/realtime/chat/tokens', { user_id: userId });
     const session = await connect(minted.json());
-    sessions.push(session);
+    file.sessions.push(session);
     return session;
   };
   return { ...made, call, member, team, token, online, personal };
@@ -101,7 +87,7 @@ const REFUSED = `forbidden: ${POLICY_TEXT}`;
 
 /** Whether LiveKit's report of an identity's join has been recorded (an open session). */
 const inCall = (identity: string) =>
-  ctx.container.pool.exists(
+  file.ctx.container.pool.exists(
     sql.unsafe`select 1 from live_sessions where identity = ${identity} and left_at is null`,
   );
 
@@ -206,7 +192,7 @@ describe('org identities on the chat server', () => {
     await app.member('ana', { teams: ['red'] });
     const credential = await app.token('ana');
     const ana = await connect(credential);
-    sessions.push(ana);
+    file.sessions.push(ana);
     const room = `${ana.credential.room_prefix}red@${ana.credential.muc}`;
     await joinRoom(ana, room);
     const kicked = ana.next((stanza) => stanza.is('presence') && stanza.attrs.type === 'unavailable', 5_000);
@@ -244,7 +230,7 @@ describe('org identities on the chat server', () => {
     await app.member('bo');
     const credential = await app.token('ana');
     const ana = await connect(credential);
-    sessions.push(ana);
+    file.sessions.push(ana);
     const closed = new Promise<void>((resolve) => ana.xmpp.once('disconnect', () => resolve()));
     const suspended = await app.call('PATCH', '/v1/orgs/acme', { status: 'suspended' });
     expect(suspended.statusCode, suspended.body).toBe(200);
@@ -258,12 +244,12 @@ describe('org identities on the chat server', () => {
     expect(again.xmpp.status).toBe('online');
   });
 
-  it('turning chat off through POST /v1/orgs closes sessions as PATCH does', async () => {
+  it('turning chat off through POST /v1/orgs closes file.sessions as PATCH does', async () => {
     const app = await orgApp();
     await app.member('ana');
     const credential = await app.token('ana');
     const ana = await connect(credential);
-    sessions.push(ana);
+    file.sessions.push(ana);
     const closed = new Promise<void>((resolve) => ana.xmpp.once('disconnect', () => resolve()));
     const updated = await app.call('POST', '/v1/orgs', { externalId: 'acme', name: 'Acme', chat: false });
     expect(updated.statusCode, updated.body).toBe(200);
@@ -290,7 +276,7 @@ describe('org identities on the chat server', () => {
     await app.member('bo');
     const credential = await app.token('ana');
     const ana = await connect(credential);
-    sessions.push(ana);
+    file.sessions.push(ana);
     const bo = await app.online('bo');
     expect(await deliver(ana, bo)).toBe('delivered');
     const archived = async () => {
@@ -430,7 +416,7 @@ describe('the directory, conversations and calls', () => {
     const minted = await app.call('POST', '/v1/users/u-ana/tokens', {});
     const userToken = minted.json().token;
     const asUser = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object) =>
-      callWithKey(ctx.app, userToken, method, url, payload);
+      callWithKey(file.ctx.app, userToken, method, url, payload);
     const memberships = (await asUser('GET', '/v1/me/org-memberships')).json();
     expect(memberships.items).toHaveLength(1);
     const [mine] = memberships.items;
@@ -452,7 +438,7 @@ describe('the directory, conversations and calls', () => {
     expect(credential.statusCode, credential.body).toBe(200);
     expect(credential.json()).toMatchObject({ jid: mine.jid, nickname: 'Ana L.', member_id: mine.id });
     const session = await connect(credential.json());
-    sessions.push(session);
+    file.sessions.push(session);
     expect(names((await asUser('GET', `/v1/me/org-memberships/${mine.id}/directory`)).json())).toEqual([
       'bo',
       'boss',
@@ -493,14 +479,14 @@ describe('usage per org', () => {
     await app.online('ana');
     await app.online('bo');
     const beta = (await app.call('POST', '/v1/orgs/beta/members/cy/chat-token', {})).json();
-    sessions.push(await connect(beta));
+    file.sessions.push(await connect(beta));
     await app.personal('dee');
     // A call in the team room, through the real LiveKit: its minutes are metered when the member leaves.
     const call = (await app.call('POST', '/v1/orgs/acme/members/ana/call-token', { team: 'red' })).json();
     const participant = await joinLive(call.url, call.token);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await participant.leave();
-    await ctx.container.accrual.flush();
+    await file.ctx.container.accrual.flush();
 
     const today = new Date().toISOString().slice(0, 10);
     const lines = async (org: string) =>
@@ -527,7 +513,7 @@ describe('usage per org', () => {
     // Every org's report, and the account's: the orgs' lines are part of the account's, no more.
     const all = (await app.call('GET', `/v1/orgs/usage?frm=${today}&to=${today}`)).json();
     expect(all.items.map((item: { org: string }) => item.org).sort()).toEqual(['acme', 'beta']);
-    const account = await ctx.container.billing.usageReport(app.account.id, 'test', 1);
+    const account = await file.ctx.container.billing.usageReport(app.account.id, 'test', 1);
     const orgCost = all.items.reduce(
       (sum: number, item: { total: { cost_micros: number } }) => sum + item.total.cost_micros,
       0,

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Element } from '@xmpp/xml';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type ChatSession, connect } from '../../../e2e/support/xmpp.js';
-import { callWithKey, createCustomer, startTestApp, type TestContext } from '../support.js';
+import { expect, it } from 'vitest';
+import { connect } from '../../../e2e/support/xmpp.js';
+import { chatTestFile } from '../app-users.js';
+import { callWithKey, createCustomer } from '../support.js';
 
 // Runs after every other test file (its project's group order is last): it stops the test stack's
 // ejabberd and starts it again, which every other chat test would feel.
@@ -20,15 +21,7 @@ async function restartEjabberd(): Promise<void> {
     });
 }
 
-let ctx: TestContext;
-const sessions: ChatSession[] = [];
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await Promise.all(sessions.map((session) => session.stop()));
-  await ctx.close();
-});
+const file = chatTestFile();
 
 const isOtp = (stanza: Element) =>
   stanza.is('message') && stanza.getChild('svc', 'urn:svc:messaging:0')?.attrs.purpose === 'otp';
@@ -37,8 +30,9 @@ const codeIn = (stanza: Element) => /\b(\d{6})\b/.exec(stanza.getChildText('body
 it(
   'keeps a stored code and delivers the next send after ejabberd is stopped and started again',
   async () => {
-    const made = await createCustomer(ctx.container);
-    const call = (url: string, payload: object) => callWithKey(ctx.app, made.token, 'POST', url, payload);
+    const made = await createCustomer(file.ctx.container);
+    const call = (url: string, payload: object) =>
+      callWithKey(file.ctx.app, made.token, 'POST', url, payload);
     const credential = async (userId: string) => {
       const minted = await call('/v1/realtime/chat/tokens', { user_id: userId });
       expect(minted.statusCode, minted.body).toBe(200);
@@ -53,11 +47,11 @@ it(
 
     // The offline store outlives the restart.
     const first = await connect(offline);
-    sessions.push(first);
+    file.sessions.push(first);
     expect((await first.next(isOtp)).getChild('svc', 'urn:svc:messaging:0')!.attrs.id).toBe(stored.json().id);
     // The component reconnects on its own; a send made while it does waits for it.
     const second = await connect(online);
-    sessions.push(second);
+    file.sessions.push(second);
     const arriving = second.next(isOtp);
     const sent = await call('/v1/otp/send', { to: 'online-after-restart' });
     expect(sent.statusCode, sent.body).toBe(200);

@@ -20,7 +20,14 @@ export const ROOM_NAME_MAX = 100;
 export const CIRCLE_ROLES = ['owner', 'admin', 'mod', 'member'] as const;
 export type CircleRole = (typeof CIRCLE_ROLES)[number];
 export const JOIN_RULES = ['open', 'approval', 'invite'] as const;
-export const CIRCLE_MEMBER_STATUSES = ['active', 'blocked', 'invited', 'requested', 'removed', 'rejected'] as const;
+export const CIRCLE_MEMBER_STATUSES = [
+  'active',
+  'blocked',
+  'invited',
+  'requested',
+  'removed',
+  'rejected',
+] as const;
 export const ROOM_KINDS = ['room', 'board'] as const;
 /** The rooms every circle starts with. */
 export const ANNOUNCEMENTS = 'Announcements';
