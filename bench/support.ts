@@ -82,7 +82,7 @@ export const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95
 /** A call through the app from an address of its own; anything but a success ends the bench. */
 export async function injectOk(
   app: App,
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   url: string,
   headers: Record<string, string>,
   payload?: object,

@@ -3,6 +3,7 @@ import {
   archive,
   bookmarks,
   bounce,
+  type ChatSession,
   closed,
   enter,
   hears,
@@ -11,6 +12,7 @@ import {
   post,
   statuses,
 } from '../../e2e/support/xmpp.js';
+import { circleNick } from '../src/modules/orgs/circles.js';
 import { type AppUser, appWithUsers, chatTestFile } from './app-users.js';
 import { ejabberdAsOperator, testSettings } from './support.js';
 
@@ -19,6 +21,13 @@ import { ejabberdAsOperator, testSettings } from './support.js';
 // plane (which shares this database), who enters a closed room decided by its affiliations.
 
 const file = chatTestFile();
+
+/** A member's nickname in the circle's rooms: the name they choose, tagged with their identity. */
+const nickOf = (session: ChatSession, name: string) =>
+  circleNick(name, session.credential.user.split('@')[0]!.split('.')[2]!);
+/** Enters a circle's room under the member's own tag. */
+const enterAs = (session: ChatSession, room: string, name: string) =>
+  enter(session, room, nickOf(session, name));
 
 type Circle = {
   id: string;
@@ -62,7 +71,7 @@ async function runningClub() {
     [mod, 'Mo'],
     [member, 'Mia'],
   ] as const)
-    expect((await enter(session, made.general, nick)).attrs.type).toBeUndefined();
+    expect((await enterAs(session, made.general, nick)).attrs.type).toBeUndefined();
   return { ...made, modUser, memberUser, modId, memberId, sessions: { owner, mod, member } };
 }
 
@@ -72,8 +81,8 @@ describe('joining a circle', () => {
     const ana = await app.user('ana');
     expect((await joins(ana)).status).toBe('member');
     const [boss, member] = [await owner.atWork(), await ana.atWork()];
-    await enter(boss, general, 'Boss');
-    expect((await enter(member, general, 'Ana')).attrs.type).toBeUndefined();
+    await enterAs(boss, general, 'Boss');
+    expect((await enterAs(member, general, 'Ana')).attrs.type).toBeUndefined();
     const heard = hears(boss, general, 'Hello runners');
     await post(member, general, 'Hello runners');
     expect(await heard).toBe(true);
@@ -81,6 +90,11 @@ describe('joining a circle', () => {
     const listed = await joinedOnLogin(member);
     expect(listed).toHaveLength(2);
     expect(listed).toContain(general);
+
+    // Under another member's tag, nobody enters.
+    const impostor = await enter(member, general, nickOf(boss, 'Ana'));
+    expect(impostor.attrs.type).toBe('error');
+    expect(impostor.getChild('error')?.getChild('forbidden')).toBeTruthy();
 
     const stranger = await (await app.user('zed')).personal();
     const refused = await enter(stranger, general, 'Zed');
@@ -96,7 +110,7 @@ describe('joining a circle', () => {
     // Asking gives no identity yet.
     expect((await ana.call('GET', '/v1/me/org-memberships')).json().items).toEqual([]);
     await owner.call('POST', `${base}/requests/${asked.member_id}/approve`);
-    expect((await enter(await ana.atWork(), general, 'Ana')).attrs.type).toBeUndefined();
+    expect((await enterAs(await ana.atWork(), general, 'Ana')).attrs.type).toBeUndefined();
 
     const other = await joins(bo);
     await owner.call('POST', `${base}/requests/${other.member_id}/reject`);
@@ -111,7 +125,7 @@ describe('joining a circle', () => {
     expect((await bo.call('POST', `/v1/me/codes/${circle.code}/join`)).statusCode).toBe(403);
     await owner.call('POST', `${base}/members`, { code: await ana.code() });
     expect((await ana.call('POST', `/v1/me/codes/${circle.code}/join`)).json().status).toBe('member');
-    expect((await enter(await ana.atWork(), general, 'Ana')).attrs.type).toBeUndefined();
+    expect((await enterAs(await ana.atWork(), general, 'Ana')).attrs.type).toBeUndefined();
   });
 });
 
@@ -123,7 +137,7 @@ describe('boards', () => {
       [s.mod, 'Mo'],
       [s.owner, 'Owner'],
     ] as const)
-      expect((await enter(session, board, nick)).attrs.type).toBeUndefined();
+      expect((await enterAs(session, board, nick)).attrs.type).toBeUndefined();
     const refused = await post(s.member, board, 'Free shoes!');
     expect(await bounce(s.member, refused)).toBe('forbidden');
     const toMember = hears(s.member, board, 'Race on Sunday');
@@ -154,13 +168,13 @@ describe('moderation', () => {
       await owner.call('POST', `${base}/rooms`, { kind: 'room', name: 'Coaches', open: false })
     ).json();
     await owner.call('POST', `${base}/rooms/${closedRoom.id}/members`, { member_id: memberId });
-    await enter(s.owner, closedRoom.jid, 'Owner');
-    expect((await enter(s.member, closedRoom.jid, 'Mia')).attrs.type).toBeUndefined();
+    await enterAs(s.owner, closedRoom.jid, 'Owner');
+    expect((await enterAs(s.member, closedRoom.jid, 'Mia')).attrs.type).toBeUndefined();
     const banned = (room: string) =>
       s.owner.next(
         (stanza) =>
           stanza.is('presence') &&
-          stanza.attrs.from === `${room}/Mia` &&
+          stanza.attrs.from === `${room}/${nickOf(s.member, 'Mia')}` &&
           stanza.attrs.type === 'unavailable' &&
           statuses(stanza).includes('301'),
       );
@@ -177,10 +191,10 @@ describe('moderation', () => {
     // Restored: a new credential, the auto-join rooms take them again, the closed one when re-added.
     await owner.call('PATCH', `${base}/members/${memberId}`, { status: 'active' });
     const back = await memberUser.atWork();
-    expect((await enter(back, general, 'Mia')).attrs.type).toBeUndefined();
-    expect((await enter(back, closedRoom.jid, 'Mia')).attrs.type).toBe('error');
+    expect((await enterAs(back, general, 'Mia')).attrs.type).toBeUndefined();
+    expect((await enterAs(back, closedRoom.jid, 'Mia')).attrs.type).toBe('error');
     await owner.call('POST', `${base}/rooms/${closedRoom.id}/members`, { member_id: memberId });
-    expect((await enter(back, closedRoom.jid, 'Mia')).attrs.type).toBeUndefined();
+    expect((await enterAs(back, closedRoom.jid, 'Mia')).attrs.type).toBeUndefined();
   });
 
   it('a closed room takes only its members; a mod takes one out, and the room sends them out', async () => {
@@ -188,16 +202,16 @@ describe('moderation', () => {
     const room = (
       await owner.call('POST', `${base}/rooms`, { kind: 'room', name: 'Team', open: false })
     ).json();
-    const refused = await enter(s.member, room.jid, 'Mia');
+    const refused = await enterAs(s.member, room.jid, 'Mia');
     expect(refused.attrs.type).toBe('error');
     expect(refused.getChild('error')?.getChild('registration-required')).toBeTruthy();
     await owner.call('POST', `${base}/rooms/${room.id}/members`, { member_id: memberId });
-    expect((await enter(s.member, room.jid, 'Mia')).attrs.type).toBeUndefined();
+    expect((await enterAs(s.member, room.jid, 'Mia')).attrs.type).toBeUndefined();
     expect(await bookmarks(s.member)).toContain(room.jid);
     const sentOut = s.member.next(
       (stanza) =>
         stanza.is('presence') &&
-        stanza.attrs.from === `${room.jid}/Mia` &&
+        stanza.attrs.from === `${room.jid}/${nickOf(s.member, 'Mia')}` &&
         stanza.attrs.type === 'unavailable',
     );
     expect((await modUser.call('DELETE', `${base}/rooms/${room.id}/members/${memberId}`)).statusCode).toBe(
@@ -205,7 +219,7 @@ describe('moderation', () => {
     );
     await sentOut;
     expect(await bookmarks(s.member)).not.toContain(room.jid);
-    expect((await enter(s.member, room.jid, 'Mia')).attrs.type).toBe('error');
+    expect((await enterAs(s.member, room.jid, 'Mia')).attrs.type).toBe('error');
   });
 });
 
@@ -216,8 +230,8 @@ describe('rooms', () => {
     const room = (await modUser.call('POST', `${base}/rooms`, { kind: 'room', name: 'Spring race' })).json();
     await memberUser.call('POST', `${base}/rooms/${room.id}/join`);
     expect(await bookmarks(s.member)).toContain(room.jid);
-    await enter(s.member, room.jid, 'Mia');
-    await enter(s.mod, room.jid, 'Mo');
+    await enterAs(s.member, room.jid, 'Mia');
+    await enterAs(s.mod, room.jid, 'Mo');
     const heard = hears(s.mod, room.jid, 'Start at nine');
     await post(s.member, room.jid, 'Start at nine');
     expect(await heard).toBe(true);
@@ -228,7 +242,7 @@ describe('rooms', () => {
     const refused = await post(s.member, room.jid, 'Anyone?');
     expect(await bounce(s.member, refused)).toBe('forbidden');
     expect(await archive(s.member, room.jid)).toEqual(['Start at nine']);
-    expect((await enter(s.owner, room.jid, 'Owner')).attrs.type).toBe('error');
+    expect((await enterAs(s.owner, room.jid, 'Owner')).attrs.type).toBe('error');
   });
 
   it('leaving the circle takes every room out of the member’s app and the member out of every room', async () => {
@@ -237,7 +251,7 @@ describe('rooms', () => {
     const left = s.owner.next(
       (stanza) =>
         stanza.is('presence') &&
-        stanza.attrs.from === `${general}/Mia` &&
+        stanza.attrs.from === `${general}/${nickOf(s.member, 'Mia')}` &&
         stanza.attrs.type === 'unavailable',
     );
     expect((await memberUser.call('POST', `${base}/leave`)).statusCode).toBe(200);

@@ -348,6 +348,81 @@ describe('every operation refuses a caller who may not', () => {
   });
 });
 
+describe('moderation’s edges', () => {
+  it('blocks only active members, removes no blocked one, and lists people to admins and mods only', async () => {
+    const { base, owner, member, mod, ids, app } = await club();
+    const invitee = await app.user('invitee');
+    const invited = (await owner.call('POST', `${base}/members`, { code: await invitee.code() })).json();
+    expect(
+      errorOf(await owner.call('PATCH', `${base}/members/${invited.id}`, { status: 'blocked' })),
+    ).toEqual([409, 'NOT_ACTIVE']);
+    await owner.call('PATCH', `${base}/members/${ids.member}`, { status: 'blocked' });
+    expect(errorOf(await owner.call('DELETE', `${base}/members/${ids.member}`))).toEqual([
+      409,
+      'MEMBER_BLOCKED',
+    ]);
+    expect(errorOf(await owner.call('PATCH', `${base}/members/${invited.id}`, { status: 'active' }))).toEqual(
+      [409, 'NOT_BLOCKED'],
+    );
+    // The org directory of a circle identity is the member list: admins and mods only.
+    const [own] = (await mod.call('GET', '/v1/me/org-memberships')).json().items;
+    expect((await mod.call('GET', `/v1/me/org-memberships/${own.id}/directory`)).statusCode).toBe(200);
+    await owner.call('PATCH', `${base}/members/${ids.mod}`, { role: 'member' });
+    expect(errorOf(await mod.call('GET', `/v1/me/org-memberships/${own.id}/directory`))).toEqual([
+      403,
+      'CIRCLE_ROLE',
+    ]);
+    expect(member).toBeDefined();
+  });
+
+  it('a mod takes no one of their rank or above out of a room, and closed rooms show to their people', async () => {
+    const { base, owner, admin, mod, member, ids } = await club();
+    const room = (
+      await owner.call('POST', `${base}/rooms`, { kind: 'room', name: 'Staff', open: false })
+    ).json();
+    await owner.call('POST', `${base}/rooms/${room.id}/members`, { member_id: ids.admin });
+    expect(errorOf(await mod.call('DELETE', `${base}/rooms/${room.id}/members/${ids.admin}`))).toEqual([
+      403,
+      'CIRCLE_ROLE',
+    ]);
+    const listed = async (who: AppUser) =>
+      (await who.call('GET', base)).json().rooms.map((each: { id: string }) => each.id) as string[];
+    expect(await listed(admin)).toContain(room.id);
+    expect(await listed(mod)).toContain(room.id);
+    expect(await listed(member)).not.toContain(room.id);
+  });
+
+  it('a request made while the circle took requests is let in once the circle is open', async () => {
+    const app = await appWithUsers(ctx);
+    const [ana, bo] = [await app.user('ana'), await app.user('bo')];
+    const circle = await start(ana);
+    expect((await join(bo, circle)).status).toBe('requested');
+    await ana.call('PATCH', `/v1/me/circles/${circle.id}`, { join_rule: 'open' });
+    expect((await join(bo, circle)).status).toBe('member');
+  });
+
+  it(`closes a room of ${CIRCLE_LIMITS.membersToClose} members, not one more`, async () => {
+    const { base, owner, circle } = await club();
+    const general = circle.rooms[0]!.id;
+    // The room's other members as rows (active members of the circle, never online).
+    await ctx.container.pool.query(sql.unsafe`
+      with people as (
+        insert into org_members (id, org_id, ext_id, identity_key, user_id, role, status, created_at, updated_at)
+        select 'mem_r' || n || ${circle.id}, ${circle.id}, 'mem_r' || n || ${circle.id},
+               substr(md5('r' || n || ${circle.id}), 1, 10), 'room-' || n, 'member', 'active', now(), now()
+        from generate_series(1, ${CIRCLE_LIMITS.membersToClose - 3}) n
+        returning id)
+      insert into circle_room_members (room_id, member_id, joined_at) select ${general}, id, now() from people`);
+    const tooMany = await owner.call('PATCH', `${base}/rooms/${general}`, { open: false });
+    expect(errorOf(tooMany)).toEqual([409, 'ROOM_TOO_BIG']);
+    await ctx.container.pool.query(
+      sql.unsafe`delete from circle_room_members where room_id = ${general} and member_id = ${`mem_r1${circle.id}`}`,
+    );
+    const closing = await owner.call('PATCH', `${base}/rooms/${general}`, { open: false });
+    expect(closing.statusCode, closing.body).toBe(200);
+  });
+});
+
 describe('rooms and boards', () => {
   it('boards by admins and mods; rooms by them, or by members when the circle lets them', async () => {
     const { base, admin, mod, member } = await club();
@@ -423,7 +498,9 @@ describe('rooms and boards', () => {
       403,
       'CIRCLE_ROLE',
     ]);
-    expect((await mod.call('DELETE', `${base}/rooms/${mine.id}/members/${ids.admin}`)).statusCode).toBe(200);
+    expect((await owner.call('DELETE', `${base}/rooms/${mine.id}/members/${ids.admin}`)).statusCode).toBe(
+      200,
+    );
     expect((await admin.call('GET', base)).json().me.joined_rooms).not.toContain(mine.id);
     expect(
       errorOf(await mod.call('POST', `${base}/rooms/${theirs.id}/members`, { member_id: 'mem_nobody' })),

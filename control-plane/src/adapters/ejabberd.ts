@@ -25,6 +25,11 @@ export interface RoomOptions {
   title?: string;
   /** Every occupant sees the others' real JIDs (a circle's members map them to its member list). */
   showJids?: true;
+  /**
+   * Whose comings and goings the occupants see; none but moderators' on a board, whose thousands of
+   * members would otherwise each tell every other one that they came.
+   */
+  presenceOf?: readonly ('moderator' | 'participant' | 'visitor')[];
 }
 
 /** Where a person is in a circle's room (ejabberd/svc_circles.erl). */
@@ -126,6 +131,7 @@ export function createEjabberdClient(options: {
     ...(room.subscriptions ? [{ name: 'allow_subscription', value: 'true' }] : []),
     ...(room.title === undefined ? [] : [{ name: 'title', value: room.title }]),
     ...(room.showJids ? [{ name: 'anonymous', value: 'false' }] : []),
+    ...(room.presenceOf ? [{ name: 'presence_broadcast', value: `[${room.presenceOf.join(',')}]` }] : []),
   ];
 
   return {

@@ -13,6 +13,11 @@ export const CIRCLE_LIMITS = {
   membersPerCircle: 10_000,
   /** Rooms and boards of a circle, archived ones included. */
   roomsPerCircle: 200,
+  /**
+   * Members of an open room that may be closed: ejabberd rewrites a closed room's whole member list
+   * at each of them, so closing costs the square of its size.
+   */
+  membersToClose: 1_000,
 } as const;
 export const CIRCLE_NAME_MAX = 100;
 export const ROOM_NAME_MAX = 100;

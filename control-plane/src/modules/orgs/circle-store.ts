@@ -55,11 +55,15 @@ export function circleStore(db: Db) {
     left join org_members m on m.org_id = o.id and m.user_id = ${me} and m.status = 'active'`;
 
   return {
-    circle: (scope: Scope, orgId: string, me: string, lock?: 'update' | 'share') =>
+    /**
+     * `update` for a change of the circle itself; `key share` for a change of its people or rooms,
+     * which may run side by side (the circle cannot be deleted or changed meanwhile).
+     */
+    circle: (scope: Scope, orgId: string, me: string, lock?: 'update' | 'key share') =>
       db.maybeOne(sql.type(CircleRow)`
         ${circleSelect(me)}
         where o.id = ${orgId} and o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.kind = 'circle'
-        ${lock === 'update' ? sql.fragment`for update of o, c` : lock === 'share' ? sql.fragment`for share of o, c` : sql.fragment``}`),
+        ${lock === 'update' ? sql.fragment`for update of o, c` : lock === 'key share' ? sql.fragment`for key share of o, c` : sql.fragment``}`),
 
     /** The circles a user is an active member of (not deleted), newest first. */
     circlesOf: (scope: Scope, userId: string, limit: number, position?: Position) =>
@@ -70,11 +74,19 @@ export function circleStore(db: Db) {
         order by o.created_at desc, o.id desc
         limit ${limit + 1}`),
 
-    /** People who hold a place in the circle or ask for one: all but the removed and the turned down. */
-    peopleCount: (orgId: string) =>
-      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+    /**
+     * People who hold a place in the circle or ask for one (all but the removed and the turned down),
+     * counted once the other changes of the circle's people that are under way have committed: the
+     * lock is held to the end of the transaction, which takes it last.
+     */
+    peopleCountToCommit: async (orgId: string) => {
+      await db.query(
+        sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`circle-people\t${orgId}`}, 0))`,
+      );
+      return db.oneFirst(sql.type(z.object({ count: z.number() }))`
         select count(*)::int as count from org_members
-        where org_id = ${orgId} and status not in ('removed', 'rejected')`),
+        where org_id = ${orgId} and status not in ('removed', 'rejected')`);
+    },
 
     roomCount: (orgId: string) =>
       db.oneFirst(sql.type(z.object({ count: z.number() }))`
@@ -180,6 +192,9 @@ export function circleStore(db: Db) {
           updated_at = ${sql.timestamp(at)}
         where id = ${roomId}
         returning ${roomColumns}`),
+
+    setRoomCreator: (roomId: string, memberId: string) =>
+      db.query(sql.unsafe`update circle_rooms set created_by = ${memberId} where id = ${roomId}`),
 
     /** Puts members in a room (those already in stay as they are). */
     joinRoom: (roomId: string, memberIds: readonly string[], at: Date) =>

@@ -31,8 +31,16 @@ const iso = (date: Date) => date.toISOString();
 /** A circle's rooms: <prefix>.+<org key>.r+<room key>; `+` never appears in another org node. */
 const ROOM_MARKER = 'r+';
 const CIRCLE_ROOM_NODE = /^([a-z0-9]+)\.\+([a-z0-9]{12})\.r\+([a-z0-9]{10})(?:\/(.*))?$/s;
-/** A member's nickname in their bookmarks when they have no name. */
-const DEFAULT_NICK = 'Member';
+/** A member's name in rooms when they have no name. */
+const DEFAULT_NAME = 'Member';
+/** How many characters of an identity's key tag its nickname. */
+const NICK_TAG = 6;
+/**
+ * A member's nickname in the circle's rooms: their name and a tag of their identity, so that two
+ * members of one name both enter, and none enters under another's (mod_svc_scope asks).
+ */
+export const circleNick = (name: string | null, identityKey: string) =>
+  `${name ?? DEFAULT_NAME} #${identityKey.slice(0, NICK_TAG)}`;
 
 const refused = (message: string, code: string) => new ServiceError('permission_error', message, { code });
 const conflict = (message: string, code: string) => new ServiceError('conflict', message, { code });
@@ -84,30 +92,36 @@ export function createCirclesService(deps: {
     `${identityNode(prefix, circle, identityKey)}@${deps.chatDomain}`;
 
   /**
-   * Bookmarks, replaced whole for the members named (all active members without a list): every board
-   * (a muted one is not joined on login) and the rooms they are in, archived ones left out. One call
-   * per thousand members.
+   * An identity's bookmarks: every board that is not archived (a board among its rooms is muted: not
+   * joined on login) and its rooms that are not.
+   */
+  const bookmarksOf = (
+    prefix: string,
+    circle: CircleRow,
+    rooms: readonly RoomRow[],
+    roomIds: ReadonlySet<string>,
+    member: { display_name: string | null; identity_key: string },
+  ): Bookmark[] =>
+    rooms
+      .filter((room) => room.archived_at === null && (room.kind === 'board' || roomIds.has(room.id)))
+      .map((room) => ({
+        jid: roomJid(roomNode(prefix, circle, room.room_key)),
+        name: room.name,
+        nick: circleNick(member.display_name, member.identity_key),
+        autojoin: !(room.kind === 'board' && roomIds.has(room.id)),
+      }));
+
+  /**
+   * Bookmarks, replaced whole for the members named (all active members without a list), a thousand
+   * members per call.
    */
   async function syncBookmarks(db: Db, prefix: string, circle: CircleRow, memberIds?: readonly string[]) {
     const store = circleStore(db);
-    const live = (await store.rooms(circle.id)).filter((room) => room.archived_at === null);
-    const bookmarksOf = (member: BookmarkPlacesRow): Bookmark[] => {
-      const mine = new Set(member.room_ids);
-      const nick = member.display_name ?? DEFAULT_NICK;
-      return live
-        .filter((room) => room.kind === 'board' || mine.has(room.id))
-        .map((room) => ({
-          jid: roomJid(roomNode(prefix, circle, room.room_key)),
-          name: room.name,
-          nick,
-          // A board's row is its mute.
-          autojoin: !(room.kind === 'board' && mine.has(room.id)),
-        }));
-    };
+    const rooms = await store.rooms(circle.id);
     await deps.ejabberd.setManyBookmarks(
       (await store.bookmarkPlaces(circle.id, memberIds)).map((member) => ({
         user: identityNode(prefix, circle, member.identity_key),
-        rooms: bookmarksOf(member),
+        rooms: bookmarksOf(prefix, circle, rooms, new Set(member.room_ids), member),
       })),
     );
   }
@@ -142,6 +156,7 @@ export function createCirclesService(deps: {
       membersOnly: !room.open,
       title: room.name,
       showJids: true,
+      ...(room.kind === 'board' ? { presenceOf: ['moderator'] as const } : {}),
     });
   };
 
@@ -157,7 +172,7 @@ export function createCirclesService(deps: {
     orgId: string,
     least: CircleRole,
     what: string,
-    lock?: 'update',
+    lock?: 'update' | 'key share',
   ): Promise<MyCircle> {
     const circle = await circleStore(db).circle(user, orgId, user.userId, lock);
     if (!circle || circle.status === 'deleted' || circle.my_role === null) throw circleNotFound();
@@ -177,11 +192,18 @@ export function createCirclesService(deps: {
     return room;
   }
 
-  /** 409 when the circle holds as many people as a circle may. */
-  async function roomForOneMore(tx: Transaction, circle: CircleRow) {
-    if ((await circleStore(tx).peopleCount(circle.id)) >= CIRCLE_LIMITS.membersPerCircle)
+  /**
+   * 409 when the circle holds more people than a circle may, this transaction's included. Taken last:
+   * changes of a circle's people wait for each other only from here to their commit.
+   */
+  async function withinSize(tx: Transaction, circle: CircleRow) {
+    if ((await circleStore(tx).peopleCountToCommit(circle.id)) > CIRCLE_LIMITS.membersPerCircle)
       throw conflict(`A circle holds at most ${CIRCLE_LIMITS.membersPerCircle} people`, 'LIMIT_REACHED');
   }
+
+  /** Whether a person with this row (or none) takes a new place in the circle's count. */
+  const counted = (existing: MemberRow | null) =>
+    existing === null || existing.status === 'removed' || existing.status === 'rejected';
 
   /** 409 when the user owns as many circles as a user may; holds their count until the commit. */
   async function mayOwnAnother(tx: Transaction, scope: Principal, userId: string) {
@@ -190,56 +212,91 @@ export function createCirclesService(deps: {
       throw conflict(`A user owns at most ${CIRCLE_LIMITS.circlesPerOwner} circles`, 'LIMIT_REACHED');
   }
 
-  /** A new person of the circle with an identity of their own, or a removed or turned-down one back. */
+  /** A person invited or asking, with an identity of their own, or a removed or turned-down one back. */
   async function addPerson(
     tx: Transaction,
     circle: CircleRow,
     userId: string,
-    place: { role: CircleRole; status: 'active' | 'invited' | 'requested' },
+    place: { role: CircleRole; status: 'invited' | 'requested' },
     existing: MemberRow | null,
   ) {
-    await roomForOneMore(tx, circle);
-    if (existing) {
-      await circleStore(tx).setPlace(existing.id, place, deps.clock.now());
-      return existing.id;
-    }
-    const id = newId('mem');
-    await orgsStore(tx).createMember(
-      { id, orgId: circle.id, extId: id, userId, title: null, ...place, identityKey: newNodeKey() },
-      deps.clock.now(),
-    );
+    const id = existing?.id ?? newId('mem');
+    if (existing) await circleStore(tx).setPlace(id, place, deps.clock.now());
+    else
+      await orgsStore(tx).createMember(
+        { id, orgId: circle.id, extId: id, userId, title: null, ...place, identityKey: newNodeKey() },
+        deps.clock.now(),
+      );
+    if (counted(existing)) await withinSize(tx, circle);
     return id;
   }
 
   /**
-   * Someone becomes (or is again) an active member: in the auto-join rooms, named after their profile
-   * if they have no name here, on the chat server in the closed rooms they are in (`restoring`: their
-   * ban lifted in every room), their bookmarks written.
+   * Someone becomes (or is again) an active member, a new person (`userId`) or one with a row. The
+   * chat server first: the closed auto-join rooms take them, a restore lifts their bans in every room,
+   * their bookmarks list the boards and their rooms. Then the rows, so that joins of one circle do not
+   * queue behind each other's server calls: theirs (a new one: an identity of their own), the
+   * auto-join rooms, their profile's name if they have none here. Answers their member id.
    */
   async function activate(
     tx: Transaction,
     principal: Principal,
     circle: CircleRow,
-    memberId: string,
-    restoring = false,
+    who: { existing: MemberRow } | { userId: string },
+    options: { role?: CircleRole; restoring?: boolean } = {},
   ) {
     const store = circleStore(tx);
-    const now = deps.clock.now();
-    await store.setPlace(memberId, { status: 'active' }, now);
-    const member = (await store.member(circle.id, memberId))!;
-    for (const room of await store.rooms(circle.id))
-      if (room.kind === 'room' && room.auto_join && room.archived_at === null)
-        await store.joinRoom(room.id, [memberId], now);
-    if (member.display_name === null) {
-      const name = await deps.social.displayNameOf(principal, member.user_id!);
-      if (name !== null) await orgsStore(tx).setOwnSettings(memberId, { displayName: name }, now);
-    }
-    const prefix = await prefixOf(principal);
-    await placeMember(tx, prefix, circle, member, (room, isIn) =>
-      !room.open && isIn ? 'member' : restoring ? 'none' : null,
+    const existing = 'existing' in who ? who.existing : null;
+    const person = existing ?? {
+      id: newId('mem'),
+      identity_key: newNodeKey(),
+      user_id: (who as { userId: string }).userId,
+      display_name: null,
+    };
+    const rooms = await store.rooms(circle.id);
+    const autoJoin = rooms.filter(
+      (room) => room.kind === 'room' && room.auto_join && room.archived_at === null,
     );
-    await syncBookmarks(tx, prefix, circle, [memberId]);
+    const placesBefore = existing ? await store.placesOf(existing.id) : [];
+    const roomIds = new Set([...placesBefore.map((row) => row.room_id), ...autoJoin.map((room) => room.id)]);
+    const name = person.display_name ?? (await deps.social.displayNameOf(principal, person.user_id!));
+
+    const prefix = await prefixOf(principal);
+    const jid = identityJid(prefix, circle, person.identity_key);
+    await deps.ejabberd.setCirclePlaces(
+      rooms.flatMap((room) => {
+        const place = !room.open && roomIds.has(room.id) ? 'member' : options.restoring ? 'none' : null;
+        return place === null ? [] : [{ room: roomNode(prefix, circle, room.room_key), jid, place }];
+      }),
+    );
+    await deps.ejabberd.setBookmarks(
+      identityNode(prefix, circle, person.identity_key),
+      bookmarksOf(prefix, circle, rooms, roomIds, { display_name: name, identity_key: person.identity_key }),
+    );
+
+    const now = deps.clock.now();
+    const place = { status: 'active' as const, ...(options.role ? { role: options.role } : {}) };
+    if (existing) await store.setPlace(existing.id, place, now);
+    else
+      await orgsStore(tx).createMember(
+        {
+          id: person.id,
+          orgId: circle.id,
+          extId: person.id,
+          userId: person.user_id,
+          title: null,
+          role: 'member',
+          ...place,
+          identityKey: person.identity_key,
+        },
+        now,
+      );
+    for (const room of autoJoin) await store.joinRoom(room.id, [person.id], now);
+    if (name !== person.display_name)
+      await orgsStore(tx).setOwnSettings(person.id, { displayName: name }, now);
+    if (counted(existing)) await withinSize(tx, circle);
     deps.orgs.reachChanged(tx, circle);
+    return person.id;
   }
 
   /**
@@ -315,7 +372,13 @@ export function createCirclesService(deps: {
     return {
       ...presentCircle(circle),
       boards: boards.map((room) => presentRoom(prefix, circle, room)),
-      rooms: live.filter((room) => room.kind === 'room').map((room) => presentRoom(prefix, circle, room)),
+      // A closed room is listed to its members, and to the mods who run the rooms.
+      rooms: live
+        .filter(
+          (room) =>
+            room.kind === 'room' && (room.open || mine.has(room.id) || RANK[circle.my_role] >= RANK.mod),
+        )
+        .map((room) => presentRoom(prefix, circle, room)),
       me: {
         member_id: circle.my_member_id,
         role: circle.my_role,
@@ -326,7 +389,7 @@ export function createCirclesService(deps: {
   }
 
   /** The circle a code names when it names one (of this app, not deleted). */
-  async function circleOfCode(db: Db, user: UserPrincipal, code: string, lock?: 'update') {
+  async function circleOfCode(db: Db, user: UserPrincipal, code: string, lock?: 'key share') {
     const row = await businessStore(db).code(user, code.toUpperCase());
     if (row?.org_id === null || row === null) return null;
     const circle = await circleStore(db).circle(user, row.org_id, user.userId, lock);
@@ -373,7 +436,7 @@ export function createCirclesService(deps: {
 
     /** Joins a circle by its rule (open, approval, invite), or asks to join a business's team. */
     joinByCode: async (user: UserPrincipal, code: string, tx: Transaction) => {
-      const circle = await circleOfCode(tx, user, code, 'update');
+      const circle = await circleOfCode(tx, user, code, 'key share');
       if (!circle) return deps.businesses.joinByCode(user, code, tx);
       const answer = (status: 'member' | 'requested', memberId: string) => ({
         status,
@@ -386,41 +449,47 @@ export function createCirclesService(deps: {
         case 'active':
           return answer('member', existing.id);
         case 'requested':
-          return answer('requested', existing.id);
+          // Asked while the circle took requests; it may have opened since.
+          if (circle.join_rule !== 'open') return answer('requested', existing.id);
+          break;
         case 'blocked':
           throw refused('You are blocked in this circle until its admins restore you', 'CIRCLE_BLOCKED');
         case 'invited':
           // Invited and joining: that is an accept.
-          await activate(tx, user, circle, existing.id);
-          return answer('member', existing.id);
+          return answer('member', await activate(tx, user, circle, { existing }));
       }
       if (circle.join_rule === 'invite')
         throw refused('This circle takes only the people its admins invite', 'CIRCLE_INVITE_ONLY');
-      const open = circle.join_rule === 'open';
-      const id = await addPerson(
-        tx,
-        circle,
-        user.userId,
-        { role: 'member', status: open ? 'active' : 'requested' },
-        existing,
-      );
-      if (!open) return answer('requested', id);
-      await activate(tx, user, circle, id);
-      return answer('member', id);
+      if (circle.join_rule === 'approval' && existing?.status !== 'requested') {
+        const asked = await addPerson(
+          tx,
+          circle,
+          user.userId,
+          { role: 'member', status: 'requested' },
+          existing,
+        );
+        return answer('requested', asked);
+      }
+      // Back as a member, whatever role they had.
+      const who = existing ? { existing } : { userId: user.userId };
+      return answer('member', await activate(tx, user, circle, who, { role: 'member' }));
     },
 
     acceptInvite: async (user: UserPrincipal, inviteId: string, tx: Transaction) => {
       const invite = await businessStore(tx).inviteOf(user, user.userId, inviteId);
       if (invite?.kind !== 'circle') return deps.businesses.acceptInvite(user, inviteId, tx);
-      const circle = (await circleStore(tx).circle(user, invite.org_id, user.userId, 'update'))!;
-      await activate(tx, user, circle, invite.id);
+      const circle = (await circleStore(tx).circle(user, invite.org_id, user.userId, 'key share'))!;
+      await activate(tx, user, circle, {
+        existing: (await circleStore(tx).member(circle.id, invite.id, 'update'))!,
+      });
       return { id: invite.id, status: 'accepted' as const, member_id: invite.id };
     },
 
     declineInvite: async (user: UserPrincipal, inviteId: string, tx: Transaction) => {
       const invite = await businessStore(tx).inviteOf(user, user.userId, inviteId);
       if (invite?.kind !== 'circle') return deps.businesses.declineInvite(user, inviteId, tx);
-      await orgsStore(tx).deleteMember(invite.id);
+      // Their row stays, as a removed member's: inviting them again is a new invite.
+      await circleStore(tx).setPlace(invite.id, { status: 'removed', role: 'member' }, deps.clock.now());
       return { id: invite.id, status: 'declined' as const, member_id: null };
     },
 
@@ -459,21 +528,8 @@ export function createCirclesService(deps: {
         calls: input.calls ?? true,
       });
       await deps.businesses.newOrgCode(tx, user, id);
-      const ownerId = newId('mem');
-      await orgsStore(tx).createMember(
-        {
-          id: ownerId,
-          orgId: id,
-          extId: ownerId,
-          userId: user.userId,
-          role: 'owner',
-          title: null,
-          status: 'active',
-          identityKey: newNodeKey(),
-        },
-        now,
-      );
-      const circle = await circleFor(tx, user, id, 'owner', 'start it');
+      const circle = (await store.circle(user, id, user.userId))!;
+      const rooms = [];
       for (const [kind, name] of [
         ['board', ANNOUNCEMENTS],
         ['room', GENERAL],
@@ -486,12 +542,14 @@ export function createCirclesService(deps: {
           name,
           open: true,
           auto_join: true,
-          created_by: ownerId,
+          created_by: null,
           created_at: now,
         });
         await ensureRoom(user, circle, room);
+        rooms.push(room);
       }
-      await activate(tx, user, circle, ownerId);
+      const ownerId = await activate(tx, user, circle, { userId: user.userId }, { role: 'owner' });
+      for (const room of rooms) await store.setRoomCreator(room.id, ownerId);
       return presentWithRooms(tx, user, await circleFor(tx, user, id, 'owner', 'start it'));
     },
 
@@ -549,7 +607,7 @@ export function createCirclesService(deps: {
     },
 
     leave: async (user: UserPrincipal, orgId: string, tx: Transaction) => {
-      const circle = await circleFor(tx, user, orgId, 'member', 'leave it', 'update');
+      const circle = await circleFor(tx, user, orgId, 'member', 'leave it', 'key share');
       if (circle.my_role === 'owner')
         throw conflict(
           'The owner cannot leave: hand the circle over first (PATCH …/members/{member_id} {"role": "owner"})',
@@ -598,8 +656,7 @@ export function createCirclesService(deps: {
       if (existing?.status === 'blocked')
         throw conflict('This person is blocked: restore them instead', 'MEMBER_BLOCKED');
       if (existing?.status === 'requested') {
-        await store.setPlace(existing.id, { role }, deps.clock.now());
-        await activate(tx, user, circle, existing.id);
+        await activate(tx, user, circle, { existing }, { role });
         return presentMember((await store.member(circle.id, existing.id))!);
       }
       const id = await addPerson(tx, circle, userId, { role, status: 'invited' }, existing);
@@ -610,7 +667,7 @@ export function createCirclesService(deps: {
       const circle = await circleFor(tx, user, orgId, 'admin', 'approve join requests', 'update');
       const request = await memberOf(tx, circle, requestId, 'update');
       if (request.status !== 'requested') throw errors.notFound('Join request');
-      await activate(tx, user, circle, request.id);
+      await activate(tx, user, circle, { existing: request });
       return presentMember((await circleStore(tx).member(circle.id, request.id))!);
     },
 
@@ -656,9 +713,11 @@ export function createCirclesService(deps: {
         // Who posts on boards is ejabberd's question: it forgets its answers.
         deps.orgs.reachChanged(tx, circle);
       } else if (input.status === 'blocked' && member.status !== 'blocked') {
+        // An invite is cancelled and a request rejected instead: a restore makes an active member again.
+        if (member.status !== 'active') throw conflict('Only an active member is blocked', 'NOT_ACTIVE');
         await takeOut(tx, user, circle, member, 'blocked');
       } else if (input.status === 'active' && member.status === 'blocked') {
-        await activate(tx, user, circle, member.id, true);
+        await activate(tx, user, circle, { existing: member }, { restoring: true });
       } else if (input.status === 'active' && member.status !== 'active') {
         throw conflict('Only a blocked member is restored', 'NOT_BLOCKED');
       }
@@ -672,6 +731,11 @@ export function createCirclesService(deps: {
       if (member.role === 'owner')
         throw conflict('The owner cannot be removed: they hand the circle over first', 'OWNER_STAYS');
       if (member.role === 'admin') needRole(circle.my_role, 'owner', 'remove an admin');
+      if (member.status === 'blocked')
+        throw conflict(
+          'A blocked member is restored before being removed (removed may rejoin)',
+          'MEMBER_BLOCKED',
+        );
       if (member.status !== 'removed') await takeOut(tx, user, circle, member, 'removed');
       return { ok: true as const, id: member.id };
     },
@@ -755,6 +819,11 @@ export function createCirclesService(deps: {
       );
       const prefix = await prefixOf(user);
       if (room.open && !after.open) {
+        if ((await store.roomMemberIds(room.id)).length > CIRCLE_LIMITS.membersToClose)
+          throw conflict(
+            `A room of more than ${CIRCLE_LIMITS.membersToClose} members is not closed: make a closed room and add people to it`,
+            'ROOM_TOO_BIG',
+          );
         // Closing: the room becomes members-only, its members affiliated first so that none is sent out.
         const members = await businessStore(tx).peopleAmong(circle.id, await store.roomMemberIds(room.id), [
           'active',
@@ -799,7 +868,7 @@ export function createCirclesService(deps: {
     },
 
     joinRoom: async (user: UserPrincipal, orgId: string, roomId: string, tx: Transaction) => {
-      const circle = await circleFor(tx, user, orgId, 'member', 'join rooms', 'update');
+      const circle = await circleFor(tx, user, orgId, 'member', 'join rooms', 'key share');
       const room = await liveRoomOf(tx, circle, roomId);
       if (room.kind === 'board') throw conflict('Every member is on every board already', 'BOARD');
       if (!room.open)
@@ -810,7 +879,7 @@ export function createCirclesService(deps: {
     },
 
     leaveRoom: async (user: UserPrincipal, orgId: string, roomId: string, tx: Transaction) => {
-      const circle = await circleFor(tx, user, orgId, 'member', 'leave rooms', 'update');
+      const circle = await circleFor(tx, user, orgId, 'member', 'leave rooms', 'key share');
       const room = await roomOf(tx, circle, roomId, 'update');
       if (room.kind === 'board')
         throw conflict(
@@ -829,7 +898,7 @@ export function createCirclesService(deps: {
       input: { muted: boolean },
       tx: Transaction,
     ) => {
-      const circle = await circleFor(tx, user, orgId, 'member', 'mute boards', 'update');
+      const circle = await circleFor(tx, user, orgId, 'member', 'mute boards', 'key share');
       const room = await liveRoomOf(tx, circle, roomId);
       if (room.kind !== 'board')
         throw conflict('A room is not muted: leave it instead (POST …/rooms/{room}/leave)', 'ROOM_NOT_MUTED');
@@ -846,7 +915,7 @@ export function createCirclesService(deps: {
       input: { member_id: string },
       tx: Transaction,
     ) => {
-      const circle = await circleFor(tx, user, orgId, 'member', 'add people to rooms', 'update');
+      const circle = await circleFor(tx, user, orgId, 'member', 'add people to rooms', 'key share');
       const room = await liveRoomOf(tx, circle, roomId);
       if (room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', 'add people to rooms');
       if (room.kind === 'board') throw conflict('Every member is on every board already', 'BOARD');
@@ -869,11 +938,13 @@ export function createCirclesService(deps: {
       memberId: string,
       tx: Transaction,
     ) => {
-      const circle = await circleFor(tx, user, orgId, 'mod', 'take people out of rooms', 'update');
+      const circle = await circleFor(tx, user, orgId, 'mod', 'take people out of rooms', 'key share');
       const room = await roomOf(tx, circle, roomId, 'update');
       if (room.kind === 'board')
         throw conflict('Nobody is taken out of a board: block the member instead', 'BOARD');
       const member = await memberOf(tx, circle, memberId);
+      if (member.id !== circle.my_member_id && RANK[member.role as CircleRole] >= RANK[circle.my_role])
+        throw refused('Only someone of a higher role takes them out of a room', 'CIRCLE_ROLE');
       await outOfRoom(tx, user, circle, room, member.id);
       return { ok: true as const, id: member.id };
     },
@@ -887,8 +958,9 @@ export function createCirclesService(deps: {
     /**
      * mod_svc_scope's question (cached a minute per pair, forgotten on any change of the circle): may
      * `from` post in a circle's room (`to`), or enter it (`to` is `<room>/<nick>`)? An active member
-     * of the live circle, in a room that is not archived; on a board only admins and mods post. A
-     * closed room's affiliations decide who enters. Anything else is a business's or an org's question.
+     * of the live circle, in a room that is not archived, entering under their own tag; on a board
+     * only admins and mods post. A closed room's affiliations decide who enters. Anything else is a
+     * business's or an org's question.
      */
     mayReach: async (from: string, to: string): Promise<boolean> => {
       const target = CIRCLE_ROOM_NODE.exec(to);
@@ -902,8 +974,9 @@ export function createCirclesService(deps: {
       if (!room || room.archived_at !== null) return false;
       const member = await orgsStore(deps.pool).memberByIdentityKey(org.id, sender.name);
       if (member?.status !== 'active') return false;
-      if (nick !== undefined || room.kind === 'room') return true;
-      return RANK[member.role as CircleRole] >= RANK.mod;
+      // Entering: under their own tag (the name before it is theirs to choose).
+      if (nick !== undefined) return nick.endsWith(` #${member.identity_key.slice(0, NICK_TAG)}`);
+      return room.kind === 'room' || RANK[member.role as CircleRole] >= RANK.mod;
     },
   };
 

@@ -613,6 +613,9 @@ export function createOrgsService(deps: {
       query: { limit: number; cursor?: string },
     ) => {
       const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
+      // A circle's people are listed to its admins and mods only (GET /v1/me/circles/{circle}/members).
+      if (org.kind === 'circle' && !['owner', 'admin', 'mod'].includes(member.role))
+        throw noChat('Only a circle’s admins and mods list its people', 'CIRCLE_ROLE');
       const position = deps.cursors.decode(query.cursor);
       const rows = chatAllowed(org, member)
         ? await orgsStore(deps.pool).directory(org, member, query.limit, position)
