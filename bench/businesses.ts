@@ -15,50 +15,20 @@
  *
  *   npm run stack -- up --profile test && npx tsx bench/businesses.ts [customers] [conversations] [staff] [concurrency]
  */
-import { buildApp } from '../control-plane/src/app.js';
-import { loadSettings } from '../control-plane/src/config/load.js';
-import { createContainer } from '../control-plane/src/container.js';
-import { createCustomer, ejabberdAsOperator } from '../control-plane/test/support.js';
-import {
-  figures,
-  injectOk,
-  latencyLine,
-  type Run,
-  secondsSince,
-  timed,
-  useTestStackSettings,
-} from './support.js';
+import { ejabberdAsOperator } from '../control-plane/test/support.js';
+import { appWithUsers } from './app-users.js';
+import { figures, latencyLine, type Run, secondsSince, timed } from './support.js';
 
-useTestStackSettings();
 const customers = Number(process.argv[2] ?? 1_000);
 const conversations = Math.max(customers, Number(process.argv[3] ?? 10_000));
 const staffCount = Number(process.argv[4] ?? 3);
 const concurrency = Number(process.argv[5] ?? 32);
-const container = await createContainer(loadSettings(process.env));
-const app = await buildApp(container, { logger: false });
-await app.ready();
-const customer = await createCustomer(container, { plan: 'scale', dailyRequestCap: 100_000_000 });
-const secretKey = { authorization: `Bearer ${customer.token}` };
-const call = injectOk.bind(null, app);
+const { settings: stack, container, customer, call, users, close } = await appWithUsers({ concurrency });
 
 const line = (label: string, run: Run | Run[]) => {
   const f = figures(Array.isArray(run) ? run : [run]);
   return `  ${label.padEnd(58)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
 };
-
-/** A user token's header for each of `count` users, minted before any measure. */
-async function users(prefix: string, from: number, count: number) {
-  const tokens: Record<string, string>[] = [];
-  let next = 0;
-  await timed(count, concurrency, async () => {
-    const k = next++;
-    const minted: { token: string } = (
-      await call('POST', `/v1/users/${prefix}-${from + k}/tokens`, secretKey, {})
-    ).json();
-    tokens[k] = { authorization: `Bearer ${minted.token}` };
-  });
-  return tokens;
-}
 
 console.log(
   `businesses: ${customers} customers at once, ${conversations} conversations, ${staffCount} staff besides the owner; ${concurrency} in flight, node ${process.version}`,
@@ -211,7 +181,6 @@ console.log(
 
 // The rooms are persistent (a deleted business keeps its history): the bench's own are destroyed, so
 // that runs do not pile tens of thousands of rooms onto the test stack's ejabberd.
-const settingsOfStack = loadSettings(process.env);
 const benchRooms = Array.from(
   { length: direct },
   (_, k) => `${settings.chat_prefix}.+benchfloor00.c+${String(k).padStart(10, '0')}@x`,
@@ -230,13 +199,12 @@ for (let page = ''; ; ) {
 }
 let destroyed = 0;
 await timed(benchRooms.length, 8, () =>
-  ejabberdAsOperator(settingsOfStack, 'destroy_room', {
+  ejabberdAsOperator(stack, 'destroy_room', {
     name: benchRooms[destroyed++]!.split('@')[0],
-    service: settingsOfStack.SVC_CHAT_MUC_DOMAIN,
+    service: stack.SVC_CHAT_MUC_DOMAIN,
   }),
 );
 console.log(`
 (${benchRooms.length} rooms of the bench destroyed)`);
 
-await app.close();
-await container.close();
+await close();

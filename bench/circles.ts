@@ -14,34 +14,20 @@
  *   npm run stack -- up --profile test && npx tsx bench/circles.ts [members] [rooms] [concurrency] [fanouts] [posts]
  *   e.g. npx tsx bench/circles.ts 10000 50 32 100,1000 20
  */
-import { buildApp } from '../control-plane/src/app.js';
-import { loadSettings } from '../control-plane/src/config/load.js';
-import { createContainer } from '../control-plane/src/container.js';
-import { createCustomer, ejabberdAsOperator } from '../control-plane/test/support.js';
+import { ejabberdAsOperator } from '../control-plane/test/support.js';
 import { type ChatSession, connect, enter, post, type roomMessage } from '../e2e/support/xmpp.js';
-import {
-  figures,
-  injectOk,
-  latencyLine,
-  type Run,
-  secondsSince,
-  timed,
-  useTestStackSettings,
-} from './support.js';
+import { appWithUsers } from './app-users.js';
+import { figures, latencyLine, type Run, secondsSince, timed } from './support.js';
 
-useTestStackSettings();
 const members = Number(process.argv[2] ?? 10_000);
 const roomCount = Number(process.argv[3] ?? 50);
 const concurrency = Number(process.argv[4] ?? 32);
 const fanouts = (process.argv[5] ?? '100,1000').split(',').map(Number);
 const posts = Number(process.argv[6] ?? 20);
-const settings = loadSettings(process.env);
-const container = await createContainer(settings);
-const app = await buildApp(container, { logger: process.env.BENCH_LOG ? { level: 'error' } : false });
-await app.ready();
-const customer = await createCustomer(container, { plan: 'scale', dailyRequestCap: 100_000_000 });
-const secretKey = { authorization: `Bearer ${customer.token}` };
-const call = injectOk.bind(null, app);
+const { settings, secretKey, call, users, close } = await appWithUsers({
+  concurrency,
+  log: Boolean(process.env.BENCH_LOG),
+});
 // Rooms big enough for everyone who comes.
 await call('PATCH', '/v1/realtime/app', secretKey, { max_room_size: Math.max(...fanouts) + 10 });
 
@@ -50,22 +36,10 @@ const line = (label: string, run: Run | Run[]) => {
   return `  ${label.padEnd(52)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
 };
 
-/** A user token's header for each of `count` users, minted before any measure. */
-async function users(prefix: string, count: number) {
-  const tokens: Record<string, string>[] = [];
-  let next = 0;
-  await timed(count, concurrency, async () => {
-    const k = next++;
-    const minted = (await call('POST', `/v1/users/${prefix}-${k}/tokens`, secretKey, {})).json();
-    tokens[k] = { authorization: `Bearer ${minted.token}` };
-  });
-  return tokens;
-}
-
 console.log(
   `circles: ${members} members, ${roomCount} rooms and boards, ${concurrency} in flight; fan-out to ${fanouts.join(', ')} online members, ${posts} posts each; node ${process.version}`,
 );
-const [owner] = await users('owner', 1);
+const [owner] = await users('owner', 0, 1);
 const circle = (
   await call('POST', '/v1/me/circles', owner!, { name: 'Bench club', join_rule: 'open' })
 ).json();
@@ -76,7 +50,7 @@ for (let i = circle.boards.length + circle.rooms.length; i < roomCount; i++)
 // ----- 1. growing to full size -------------------------------------------------------------------
 
 console.log(`\n1. ${members - 1} people joining by the code (4 rounds in turns with the floor)`);
-const people = await users('member', members - 1);
+const people = await users('member', 0, members - 1);
 const memberIds: string[] = [];
 const joins: Run[] = [];
 const floors: Run[] = [];
@@ -197,5 +171,4 @@ console.log(`  ratios board / plain room (goal ≥ 0.9): ${ratios.join(', ')}`);
 
 await Promise.all([sender, ...online].map((session) => session.stop()));
 await ejabberdAsOperator(settings, 'destroy_room', { name: plainName, service });
-await app.close();
-await container.close();
+await close();

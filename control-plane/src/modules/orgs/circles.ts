@@ -20,7 +20,7 @@ import {
   GENERAL,
   type RoomRow,
 } from './circle-schema.js';
-import { type BookmarkPlacesRow, type CircleRow, circleStore, type MemberFilter } from './circle-store.js';
+import { type CircleRow, circleStore, type MemberFilter } from './circle-store.js';
 import { newChatKey, newNodeKey } from './keys.js';
 import type { MemberRow } from './schema.js';
 import type { OrgsService } from './service.js';
