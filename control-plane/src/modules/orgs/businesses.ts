@@ -432,7 +432,7 @@ export function createBusinessesService(deps: {
   }
 
   /** The customer's name: given, else their profile's, else "Customer". */
-  async function customerName(principal: Principal, userId: string, given?: string) {
+  async function customerName(db: Db, principal: Principal, userId: string, given?: string) {
     // Compared as ejabberd prepares nicknames: "（3）" in full width is "(3)" to it.
     if (given !== undefined) {
       if (STAFF_NUMBER.test(prepared(given)))
@@ -440,7 +440,7 @@ export function createBusinessesService(deps: {
       return given;
     }
     // A profile's name is free text: one ending like a staff name (" (3)") loses that ending.
-    const profileName = prepared((await deps.social.displayNameOf(principal, userId)) ?? '').replace(
+    const profileName = prepared((await deps.social.displayNameOf(principal, userId, db)) ?? '').replace(
       STAFF_NUMBER,
       '',
     );
@@ -547,7 +547,7 @@ export function createBusinessesService(deps: {
         tx,
         user,
         business,
-        { userId: user.userId, name: await customerName(user, user.userId, input.name) },
+        { userId: user.userId, name: await customerName(tx, user, user.userId, input.name) },
         'customer',
       );
     },
@@ -921,7 +921,7 @@ export function createBusinessesService(deps: {
           'This person declined this business: it cannot reach them unless they ask',
           'PERSON_DECLINED',
         );
-      const name = await customerName(user, userId);
+      const name = await customerName(tx, user, userId);
       return openConversation(tx, user, business, { userId, name }, 'business');
     },
 

@@ -259,7 +259,7 @@ export function createCirclesService(deps: {
     );
     const placesBefore = existing ? await store.placesOf(existing.id) : [];
     const roomIds = new Set([...placesBefore.map((row) => row.room_id), ...autoJoin.map((room) => room.id)]);
-    const name = person.display_name ?? (await deps.social.displayNameOf(principal, person.user_id!));
+    const name = person.display_name ?? (await deps.social.displayNameOf(principal, person.user_id!, tx));
 
     const prefix = await prefixOf(principal);
     const jid = identityJid(prefix, circle, person.identity_key);

@@ -7,7 +7,7 @@ import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Sandbox } from '../../platform/sandbox.js';
-import type { Transaction } from '../../platform/transaction.js';
+import type { Db, Transaction } from '../../platform/transaction.js';
 import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
 import type { BuzzRow, ProfileRow } from './schema.js';
@@ -110,8 +110,9 @@ export function createSocialService(deps: {
     // ----- profiles ---------------------------------------------------------------------------
 
     /** The full name on a user's profile, or null when they have none. */
-    displayNameOf: async (principal: Principal, userId: string) =>
-      (await socialStore(deps.pool).profileOfUser(await scoped(principal), userId))?.full_name ?? null,
+    /** A user's profile name; `db` is the caller's transaction when it has one (never a second connection). */
+    displayNameOf: async (principal: Principal, userId: string, db: Db = deps.pool) =>
+      (await socialStore(db).profileOfUser(await scoped(principal), userId))?.full_name ?? null,
 
     getProfile: async (principal: Principal, username: string) =>
       presentProfile(await requireProfile(await scoped(principal), username)),
