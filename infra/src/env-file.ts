@@ -51,6 +51,10 @@ export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Rec
     SVC_S3_SECRET_KEY: secrets.minioRootPassword,
     SVC_S3_BUCKET: 'svc-objects',
     SVC_SEALING_KEY: secrets.sealingKey,
+    // The bundled local provider (ai/serve.py): its chat and its moderation on two ports.
+    SVC_AI_BASE_URL: local('http', ports.aiLlm, '/v1'),
+    SVC_AI_MODERATION_URL: local('http', ports.aiModeration, '/v1'),
+    SVC_AI_API_KEY: secrets.aiApiKey,
     // Everything runs on this machine for development and tests: webhook receivers listen on
     // loopback, over plain HTTP (test keys only; live endpoints are always https://).
     SVC_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',

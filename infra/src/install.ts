@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { StackError } from './errors.js';
 import { findOnPath, privileged, run, runChecked } from './exec.js';
-import type { GoBinary, ServerDefinition } from './servers/types.js';
+import type { GoBinary, PythonEnv, ServerDefinition } from './servers/types.js';
 
 /** Not servers, but needed on the machine: chromium for browser tests, docker-compose for self-hosters. */
 export const TOOL_PACKAGES = ['chromium', 'docker-compose'] as const;
@@ -77,7 +78,48 @@ async function ensureGoBinary(binDir: string, binary: GoBinary): Promise<void> {
   console.log(`built ${binary.name} in ${Math.round((Date.now() - started) / 1000)} s`);
 }
 
-/** Installs what the servers need: missing Debian packages, then the Go builds in parallel. */
+/**
+ * Makes a Python virtual environment in .stack/bin unless the one there was made from the same
+ * requirements (a stamp of their hash beside it): wheels only, so nothing compiles, and a failed or
+ * interrupted install never leaves a half-made environment in place.
+ */
+async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
+  const target = join(binDir, env.name);
+  const stampFile = `${target}.requirements`;
+  const pin = createHash('sha256')
+    .update(readFileSync(env.requirements))
+    .update(env.noDeps.join('\n'))
+    .digest('hex');
+  if (existsSync(target) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === pin) return;
+  const python = findOnPath('python3');
+  if (python === undefined) throw new StackError(`Python 3.10 or newer is needed for ${env.name}`);
+  const buildDir = join(binDir, `.build-${env.name}`);
+  rmSync(buildDir, { recursive: true, force: true });
+  const started = Date.now();
+  console.log(`installing ${env.name} from ${env.requirements} (wheels from PyPI, about half a GB)`);
+  await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
+  // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
+  // python finds the environment beside it wherever it is).
+  const pip = [join(buildDir, 'bin', 'python'), '-m', 'pip', 'install'] as const;
+  const flags = ['--disable-pip-version-check', '--no-input', '--only-binary=:all:'];
+  await runChecked(`installing ${env.name}`, pip[0], [...pip.slice(1), ...flags, '-r', env.requirements], {
+    inherit: true,
+  });
+  await runChecked(
+    `installing ${env.noDeps.join(' ')}`,
+    pip[0],
+    [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
+    {
+      inherit: true,
+    },
+  );
+  rmSync(target, { recursive: true, force: true });
+  renameSync(buildDir, target);
+  writeFileSync(stampFile, `${pin}\n`);
+  console.log(`installed ${env.name} in ${Math.round((Date.now() - started) / 1000)} s`);
+}
+
+/** Installs what the servers need: missing Debian packages, then the Go builds and Python environments in parallel. */
 export async function installServers(
   servers: readonly ServerDefinition[],
   binDir: string,
@@ -85,9 +127,10 @@ export async function installServers(
 ): Promise<void> {
   await ensurePackages([...servers.flatMap((server) => server.aptPackages), ...extraPackages]);
   mkdirSync(binDir, { recursive: true });
-  const builds = await Promise.allSettled(
-    servers.flatMap((server) => (server.goBinary ? [ensureGoBinary(binDir, server.goBinary)] : [])),
-  );
+  const builds = await Promise.allSettled([
+    ...servers.flatMap((server) => (server.goBinary ? [ensureGoBinary(binDir, server.goBinary)] : [])),
+    ...servers.flatMap((server) => (server.pythonEnv ? [ensurePythonEnv(binDir, server.pythonEnv)] : [])),
+  ]);
   const failures = builds.flatMap((build) => (build.status === 'rejected' ? [build.reason as Error] : []));
   if (failures.length > 0) throw new StackError(failures.map((failure) => failure.message).join('\n\n'));
 }

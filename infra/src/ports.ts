@@ -18,6 +18,8 @@ export const PORTS = {
   ejabberdDistribution: { offset: 10, protocol: 'tcp', label: 'ejabberd Erlang distribution' },
   controlPlaneInternal: { offset: 11, protocol: 'tcp', label: 'control plane internal (callbacks, metrics)' },
   ejabberdComponent: { offset: 12, protocol: 'tcp', label: 'ejabberd external component (XEP-0114)' },
+  aiLlm: { offset: 13, protocol: 'tcp', label: 'AI provider (llama.cpp server, /v1/chat/completions)' },
+  aiModeration: { offset: 14, protocol: 'tcp', label: 'AI provider moderation (/v1/moderations)' },
 } as const;
 
 export type PortName = keyof typeof PORTS;

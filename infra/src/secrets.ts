@@ -38,6 +38,7 @@ const GENERATORS = {
   // The control plane's external component (XEP-0114) authenticates to ejabberd with it.
   ejabberdComponentSecret: () => randomToken(48),
   livekitApiKey: () => `API${randomToken(12)}`,
+  aiApiKey: () => randomToken(48),
   livekitApiSecret: () => randomToken(48),
   minioRootUser: () => randomToken(20),
   minioRootPassword: () => randomToken(40),

@@ -7,7 +7,7 @@ const names = (servers: readonly { name: string }[]) => servers.map((server) => 
 
 describe('server selection', () => {
   it('starts every server, the control plane last, in both profiles', () => {
-    const all = ['postgres', 'redis', 'ejabberd', 'livekit', 'minio', 'control-plane'];
+    const all = ['postgres', 'redis', 'ejabberd', 'livekit', 'minio', 'ai', 'control-plane'];
     expect(names(selectServers('dev', undefined))).toEqual(all);
     // ejabberd's auth bridge asks the test profile's control plane about every e2e login.
     expect(names(selectServers('test', undefined))).toEqual(all);

@@ -140,10 +140,10 @@ describe('compose.yaml', () => {
     }
   });
 
-  composeIt('defines the six services, each with a health check', () => {
+  composeIt('defines the seven services, each with a health check', () => {
     const services = renderedConfig().services;
     expect(Object.keys(services).sort()).toEqual(
-      ['control-plane', 'ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
+      ['ai', 'control-plane', 'ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
     );
     for (const [name, definition] of Object.entries(services)) {
       expect(definition.healthcheck?.disable, name).not.toBe(true);
@@ -161,7 +161,7 @@ describe('compose.yaml', () => {
       }
     }
     expect(Object.keys(service('control-plane').depends_on ?? {}).sort()).toEqual(
-      ['ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
+      ['ai', 'ejabberd', 'livekit', 'minio', 'postgres', 'redis'].sort(),
     );
   });
 

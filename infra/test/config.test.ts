@@ -39,6 +39,7 @@ const secrets: StackSecrets = {
   ejabberdOperatorSecret: 'operator000000000000000000000000000000000000000',
   ejabberdComponentSecret: 'component00000000000000000000000000000000000000',
   livekitApiKey: 'APIkey000000000',
+  aiApiKey: 'aikey00000000000000000000000000000000000000000',
   livekitApiSecret: 'lksecret0000000000000000000000000000000000000000',
   minioRootUser: 'minio000000000000000',
   minioRootPassword: 'miniopw000000000000000000000000000000000',
@@ -336,6 +337,9 @@ describe('control-plane settings', () => {
       SVC_S3_SECRET_KEY: secrets.minioRootPassword,
       SVC_S3_BUCKET: 'svc-objects',
       SVC_SEALING_KEY: secrets.sealingKey,
+      SVC_AI_BASE_URL: 'http://127.0.0.1:48013/v1',
+      SVC_AI_MODERATION_URL: 'http://127.0.0.1:48014/v1',
+      SVC_AI_API_KEY: secrets.aiApiKey,
       SVC_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
       SVC_WEBHOOK_ALLOW_HTTP: 'true',
     });

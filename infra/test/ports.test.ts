@@ -24,6 +24,8 @@ describe('port map', () => {
       ejabberdDistribution: 48010,
       controlPlaneInternal: 48011,
       ejabberdComponent: 48012,
+      aiLlm: 48013,
+      aiModeration: 48014,
     });
   });
 

@@ -117,6 +117,32 @@ export const SettingsSchema = Type.Object({
     description:
       'Lets test-mode webhook endpoints use plain http:// URLs (live endpoints are always https://).',
   }),
+  SVC_AI_BASE_URL: Type.String({
+    default: '',
+    description:
+      'The OpenAI-compatible AI provider, e.g. http://127.0.0.1:8080/v1 (its /chat/completions); empty: AI answers 503.',
+  }),
+  SVC_AI_MODERATION_URL: Type.String({
+    default: '',
+    description:
+      'Where /moderations is served when not beside SVC_AI_BASE_URL (the bundled provider’s second port).',
+  }),
+  SVC_AI_API_KEY: Type.String({
+    default: '',
+    description: 'Bearer key of the AI provider, if it takes one.',
+  }),
+  SVC_AI_GENERATE_MODEL: Type.String({ default: 'smollm2-135m', description: 'Model of /v1/ai/generate.' }),
+  SVC_AI_CHAT_MODEL: Type.String({ default: 'smollm2-135m', description: 'Model of /v1/ai/chat.' }),
+  SVC_AI_MODERATION_MODEL: Type.String({
+    default: 'profanity-check',
+    description: 'Model of /v1/ai/moderate.',
+  }),
+  SVC_AI_TIMEOUT_MS: Type.Integer({
+    minimum: 1_000,
+    maximum: 600_000,
+    default: 60_000,
+    description: 'How long one AI call may take at the provider before it answers 503 (and is not charged).',
+  }),
   SVC_BALANCE_LOW_USD: Type.String({
     default: '1',
     pattern: '^\\d{1,12}(\\.\\d{1,6})?$',
@@ -139,4 +165,5 @@ export const SECRET_SETTINGS: ReadonlySet<keyof Settings> = new Set([
   'SVC_LIVEKIT_API_SECRET',
   'SVC_S3_SECRET_KEY',
   'SVC_SEALING_KEY',
+  'SVC_AI_API_KEY',
 ]);

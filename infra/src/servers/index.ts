@@ -1,5 +1,6 @@
 import { UsageError } from '../errors.js';
 import type { Profile } from '../profile.js';
+import { ai } from './ai.js';
 import { controlPlane } from './control-plane.js';
 import { ejabberd } from './ejabberd.js';
 import { livekit } from './livekit.js';
@@ -9,7 +10,15 @@ import { redis } from './redis.js';
 import { SERVER_NAMES, type ServerDefinition, type ServerName } from './types.js';
 
 /** In start order; every server before the control plane is independent of the others. */
-export const SERVERS: readonly ServerDefinition[] = [postgres, redis, ejabberd, livekit, minio, controlPlane];
+export const SERVERS: readonly ServerDefinition[] = [
+  postgres,
+  redis,
+  ejabberd,
+  livekit,
+  minio,
+  ai,
+  controlPlane,
+];
 
 /**
  * Every server in both profiles. The test profile needs its own control plane as well: ejabberd's

@@ -6,7 +6,15 @@ import type { Profile } from '../profile.js';
 import type { StackSecrets } from '../secrets.js';
 import type { LaunchSpec } from '../supervisor.js';
 
-export const SERVER_NAMES = ['postgres', 'redis', 'ejabberd', 'livekit', 'minio', 'control-plane'] as const;
+export const SERVER_NAMES = [
+  'postgres',
+  'redis',
+  'ejabberd',
+  'livekit',
+  'minio',
+  'ai',
+  'control-plane',
+] as const;
 export type ServerName = (typeof SERVER_NAMES)[number];
 
 /** Everything a server module needs to know about the profile it runs in. */
@@ -28,6 +36,17 @@ export interface GoBinary {
 }
 
 /**
+ * A server run from a Python virtual environment in .stack/bin: wheels only, from PyPI, pinned in a
+ * requirements file; `noDeps` are installed after them without their declared dependencies.
+ */
+export interface PythonEnv {
+  /** The environment's directory name in .stack/bin. */
+  name: string;
+  requirements: string;
+  noDeps: readonly string[];
+}
+
+/**
  * One server of the stack. The runner does the rest the same way for all of them: install,
  * port check, detached start with a log file and run record, health wait, stop.
  */
@@ -36,6 +55,7 @@ export interface ServerDefinition {
   /** Debian packages that provide it. */
   aptPackages: readonly string[];
   goBinary?: GoBinary;
+  pythonEnv?: PythonEnv;
   /** The OS account it runs as when the runner is root. */
   osUser?: string;
   /** Its graceful-stop signal. */
