@@ -10,6 +10,7 @@ import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
 import { registerRoutes } from './http/pipeline.js';
 import { registerValidation } from './http/validation.js';
 import { aboutRoutes } from './modules/about/routes.js';
+import { aiRoutes } from './modules/ai/routes.js';
 import { billingRoutes } from './modules/billing/routes.js';
 import { chatRoutes } from './modules/chat/routes.js';
 import { liveRoutes } from './modules/live/routes.js';
@@ -159,6 +160,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...orgRoutes(container.orgs),
     ...businessRoutes(container.businesses, container.circles),
     ...circleRoutes(container.circles),
+    ...aiRoutes(container.ai),
     ...momentRoutes(container.moments),
     ...studioRoutes(container.studio),
     ...mediaRoutes(container.media),

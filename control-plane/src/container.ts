@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { sql } from 'slonik';
+import { createAiProvider } from './adapters/ai-provider.js';
 import { createEjabberdClient, type EjabberdClient } from './adapters/ejabberd.js';
 import { createLiveKitClient } from './adapters/livekit.js';
 import { createMediaTools } from './adapters/media-tools.js';
@@ -12,6 +13,8 @@ import { commaSeparated } from './config/load.js';
 import type { Settings } from './config/schema.js';
 import { type Core, type CoreOptions, createCore } from './core.js';
 import { type AboutService, createAboutService } from './modules/about/service.js';
+import { createInferenceQueue } from './modules/ai/queue.js';
+import { type AiService, createAiService } from './modules/ai/service.js';
 import { type ChatService, createChatService } from './modules/chat/service.js';
 import { createLiveService, type LiveService } from './modules/live/service.js';
 import { createMediaService, type MediaService } from './modules/media/service.js';
@@ -54,6 +57,7 @@ export interface Container extends Core {
   orgs: OrgsService;
   businesses: BusinessesService;
   circles: CirclesService;
+  ai: AiService;
   objects: ObjectStore;
   webhookDelivery: WebhookDelivery;
   probes: Record<string, Probe>;
@@ -284,6 +288,24 @@ export async function createContainer(
     orgs,
     businesses,
     circles,
+    ai: createAiService({
+      provider: createAiProvider({
+        baseUrl: settings.SVC_AI_BASE_URL,
+        moderationUrl: settings.SVC_AI_MODERATION_URL,
+        apiKey: settings.SVC_AI_API_KEY,
+        timeoutMs: settings.SVC_AI_TIMEOUT_MS,
+      }),
+      queue: createInferenceQueue({
+        concurrency: settings.SVC_AI_CONCURRENCY,
+        waiting: settings.SVC_AI_QUEUE,
+        perApp: settings.SVC_AI_PER_APP,
+      }),
+      models: {
+        generate: settings.SVC_AI_GENERATE_MODEL,
+        chat: settings.SVC_AI_CHAT_MODEL,
+        moderation: settings.SVC_AI_MODERATION_MODEL,
+      },
+    }),
     shield: createShieldService({ redis, clock, realtime, hashKey: settings.SVC_SHIELD_HASH_KEY }),
     probes: {
       postgres: async () => {

@@ -143,6 +143,25 @@ export const SettingsSchema = Type.Object({
     default: 60_000,
     description: 'How long one AI call may take at the provider before it answers 503 (and is not charged).',
   }),
+  SVC_AI_CONCURRENCY: Type.Integer({
+    minimum: 1,
+    maximum: 256,
+    default: 2,
+    description:
+      'AI calls at the provider at once, per control-plane process (the bundled one generates 2 at once).',
+  }),
+  SVC_AI_QUEUE: Type.Integer({
+    minimum: 0,
+    maximum: 10_000,
+    default: 16,
+    description: 'AI calls waiting for their turn, per process; past it a call is 429.',
+  }),
+  SVC_AI_PER_APP: Type.Integer({
+    minimum: 1,
+    maximum: 10_000,
+    default: 6,
+    description: 'AI calls one app may have running and waiting, per process: its share of the provider.',
+  }),
   SVC_BALANCE_LOW_USD: Type.String({
     default: '1',
     pattern: '^\\d{1,12}(\\.\\d{1,6})?$',

@@ -150,7 +150,9 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
     onSend.push(async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       if (typeof payload !== 'string' || reply.statusCode >= 300) return payload;
       const body = JSON.parse(payload) as Record<string, unknown>;
-      body[costField] = Number(formatUsd(request.costMicros));
+      // cost_milli: thousandths of a dollar (the spec's integer; its prices are whole ones).
+      body[costField] =
+        costField === 'cost_milli' ? request.costMicros / 1_000 : Number(formatUsd(request.costMicros));
       return JSON.stringify(body);
     });
   }
@@ -204,7 +206,13 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
         reply.headers(rateLimitHeaders(admitted.quota));
         return admitted.result;
       };
+      // Aborted when the client goes before its answer: work done on its behalf elsewhere stops.
+      const gone = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) gone.abort();
+      });
       const call = {
+        signal: gone.signal,
         params: request.params,
         query: request.query,
         body: request.body,

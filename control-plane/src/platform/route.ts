@@ -54,6 +54,8 @@ export interface Call<P, Q, B, A extends AuthKind> {
   /** The key's app and mode, on keyed operations; and the user, on user-token ones. */
   caller: A extends 'user-token' ? UserPrincipal : A extends KeyAuth ? Principal : null;
   client: { address: string; userAgent: string };
+  /** Aborted when the client goes before its answer is sent. */
+  signal: AbortSignal;
   headers: Readonly<Record<string, string | string[] | undefined>>;
   reply: ReplyControl;
   log: Logger;
@@ -108,8 +110,11 @@ export interface RouteDeclaration<
    * still refused (402) before the handler runs.
    */
   irreversible?: true;
-  /** A response field that repeats X-Svc-Cost-Usd as a number of dollars (the spec's `cost_usd`). */
-  costField?: 'cost_usd';
+  /**
+   * A response field that repeats X-Svc-Cost-Usd: `cost_usd` as a number of dollars, `cost_milli` as
+   * thousandths of a dollar (the spec's names).
+   */
+  costField?: 'cost_usd' | 'cost_milli';
   /** Live keys need a balance above zero (402 otherwise), as priced operations always do: mints. */
   needsBalance?: boolean;
   /** The Free plan is refused (402). */
