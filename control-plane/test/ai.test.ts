@@ -196,4 +196,32 @@ describe('fair use', () => {
       await small.close();
     }
   });
+
+  it('frees the place of a client that went away, and stops its generation', async () => {
+    const small = await startTestApp({
+      settings: { SVC_AI_CONCURRENCY: 1, SVC_AI_QUEUE: 0, SVC_AI_PER_APP: 1 },
+    });
+    try {
+      const made = await createCustomer(small.container);
+      const address = await small.app.listen({ host: '127.0.0.1', port: 0 });
+      const leaving = new AbortController();
+      const gone = fetch(`${address}/v1/ai/generate`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${made.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: 'Write a long story about a dragon.', max_tokens: 2_000 }),
+        signal: leaving.signal,
+      }).catch((error: Error) => error.name);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(small.container.ai.load().running).toBe(1);
+      leaving.abort();
+      expect(await gone).toBe('AbortError');
+      // Its place is free at once: the next call of the same app is let in, not refused (429).
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(small.container.ai.load()).toEqual({ running: 0, waiting: 0 });
+      const next = await callWithKey(small.app, made.token, 'POST', '/v1/ai/moderate', { text: 'hello' });
+      expect(next.statusCode, next.body).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
 });

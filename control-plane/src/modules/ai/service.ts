@@ -83,6 +83,9 @@ export function createAiService(deps: {
       return { reply: completion.text, role: 'assistant' as const, model: completion.model, cost_usd: 0 };
     },
 
+    /** Calls at the provider and waiting, in this process. */
+    load: () => deps.queue.load(),
+
     moderate: (principal: Principal, input: { text: string }, signal: AbortSignal) =>
       queued(principal, signal, () =>
         deps.provider.moderate({ model: deps.models.moderation, text: input.text }, signal),
