@@ -96,6 +96,10 @@ describe('a price change', () => {
       /unknown metric promo.nope/,
     );
     await expect(ctx.container.prices.setPrice('promo', 'sends', -1)).rejects.toThrow(/0 or more/);
+    // AI generation answers its cost in whole thousandths of a dollar (cost_milli).
+    await expect(ctx.container.prices.setPrice('ai', 'generate_calls', 2_500)).rejects.toThrow(
+      /whole number of 1000 micro-dollars/,
+    );
   });
 });
 

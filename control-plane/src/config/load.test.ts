@@ -92,6 +92,11 @@ describe('loadSettings', () => {
       'SVC_PRICES: "ai.chat_calls" needs a number, 0 or more',
       'SVC_PRICES: "otp.sends" needs a number, 0 or more',
     ]);
+    // Generation answers its cost in whole thousandths of a dollar (cost_milli).
+    expect(problemsOf({ ...valid, SVC_PRICES: 'ai.generate_calls=0.0025' })).toEqual([
+      'SVC_PRICES: "ai.generate_calls" needs a whole number of 1000 micro-dollars (its cost is answered in those units)',
+    ]);
+    expect(problemsOf({ ...valid, SVC_PRICES: 'ai.generate_calls=0.004' })).toEqual([]);
     expect(problemsOf({ ...valid, SVC_FREE_ALLOWANCES: 'chat.monthly_active_users=many' })).toEqual([
       'SVC_FREE_ALLOWANCES: "chat.monthly_active_users" needs a number, 0 or more',
     ]);

@@ -15,8 +15,16 @@ export interface MetricDefinition {
   defaultPriceMicros: number;
   /** Shipped free monthly allowance, in base units (0: none). */
   defaultAllowance: number;
+  /** Prices are whole multiples of this many micro-dollars (a cost answered in coarser units). */
+  priceStepMicros?: number;
   description: string;
 }
+
+/** Whether a price fits its metric's step; the step's name when it does not. */
+export const priceStepRefusal = (definition: MetricDefinition, priceMicros: number) =>
+  definition.priceStepMicros && priceMicros % definition.priceStepMicros !== 0
+    ? `a whole number of ${definition.priceStepMicros} micro-dollars (its cost is answered in those units)`
+    : null;
 
 const GB = 1_000_000_000;
 const MINUTE = 60;
@@ -81,6 +89,8 @@ export const METRICS: readonly MetricDefinition[] = [
     unitSize: 1,
     defaultPriceMicros: 2_000,
     defaultAllowance: 0,
+    // Its answer's cost_milli counts whole thousandths of a dollar.
+    priceStepMicros: 1_000,
     description: 'AI text generation calls',
   },
   {

@@ -4,7 +4,14 @@ import { createSharedCache } from './cache.js';
 import type { Clock } from './clock.js';
 import { ServiceError } from './errors.js';
 import { parseUsd } from './money.js';
-import { METRICS, METRICS_BY_KEY, type MetricDefinition, metricKey, type Price } from './price-catalogue.js';
+import {
+  METRICS,
+  METRICS_BY_KEY,
+  type MetricDefinition,
+  metricKey,
+  type Price,
+  priceStepRefusal,
+} from './price-catalogue.js';
 import { priceStore } from './price-store.js';
 import type { Db } from './transaction.js';
 
@@ -32,8 +39,10 @@ export function parseConfiguredPricing(prices: string, allowances: string) {
       const definition = METRICS_BY_KEY.get(key);
       const parsed =
         definition && /^\d+(\.\d+)?$/.test(value) ? toBase(value, definition.unitSize) : Number.NaN;
+      const step = setting === 'SVC_PRICES' && definition ? priceStepRefusal(definition, parsed) : null;
       if (!definition) problems.push(`${setting}: unknown metric "${key}"`);
       else if (!Number.isSafeInteger(parsed)) problems.push(`${setting}: "${key}" needs a number, 0 or more`);
+      else if (step) problems.push(`${setting}: "${key}" needs ${step}`);
       else values.set(key, parsed);
     }
     return values;
@@ -113,9 +122,11 @@ export function createPrices(deps: {
     table: (db: Db = deps.pool) => cache.get('table', () => load(db)),
 
     setPrice: async (product: string, metric: string, priceMicros: number) => {
-      requireMetric(product, metric);
+      const definition = requireMetric(product, metric);
       if (!Number.isSafeInteger(priceMicros) || priceMicros < 0)
         throw new ServiceError('invalid_request', 'a price is a whole number of micro-dollars, 0 or more');
+      const step = priceStepRefusal(definition, priceMicros);
+      if (step) throw new ServiceError('invalid_request', `the price of ${product}.${metric} is ${step}`);
       await priceStore(deps.pool).setPrice(product, metric, priceMicros, deps.clock.now());
       await cache.clear();
     },
