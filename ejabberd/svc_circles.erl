@@ -21,15 +21,7 @@
 %% Whether a room node is a circle's room: <prefix>.+<12-character org key>.r+<room key>.
 -spec is_circle_room(binary()) -> boolean().
 is_circle_room(LUser) ->
-    case binary:split(LUser, <<".">>) of
-        [_Prefix, <<"+", Rest/binary>>] ->
-            case binary:split(Rest, <<".">>) of
-                [Key, <<"r+", RoomKey/binary>>] when byte_size(Key) == 12, RoomKey /= <<>> -> true;
-                _ -> false
-            end;
-        _ ->
-            false
-    end.
+    svc_conversations:is_org_room(LUser, <<"r+">>).
 
 %% Puts each {Room, JID, Place} in place, rooms side by side, each room's changes in the order given:
 %% member (affiliated), outcast (banned: sent out, and refused on return), none (no affiliation, and

@@ -11,7 +11,7 @@
 %%% of a business to its inbox's staff at once, and svc_set_conversation_titles renames them.
 -module(svc_conversations).
 
--export([is_conversation/1, open/7, set_staff/4, set_titles/4, each_named_room/3]).
+-export([is_conversation/1, is_org_room/2, open/7, set_staff/4, set_titles/4, each_named_room/3]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -25,10 +25,15 @@
 %% Whether a room node is a conversation room: <prefix>.+<12-character org key>.c+<room key>.
 -spec is_conversation(binary()) -> boolean().
 is_conversation(LUser) ->
+    is_org_room(LUser, <<"c+">>).
+
+%% Whether a node is an org's room of a kind: <prefix>.+<12-character org key>.<Marker><room key>.
+-spec is_org_room(binary(), binary()) -> boolean().
+is_org_room(LUser, Marker) ->
     case binary:split(LUser, <<".">>) of
         [_Prefix, <<"+", Rest/binary>>] ->
             case binary:split(Rest, <<".">>) of
-                [Key, <<"c+", RoomKey/binary>>] when byte_size(Key) == 12, RoomKey /= <<>> -> true;
+                [Key, <<Marker:2/binary, RoomKey/binary>>] when byte_size(Key) == 12, RoomKey /= <<>> -> true;
                 _ -> false
             end;
         _ ->

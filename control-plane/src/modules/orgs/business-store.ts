@@ -110,11 +110,11 @@ export function businessStore(db: Db) {
       db.query(sql.unsafe`
         select pg_advisory_xact_lock(hashtextextended(${`business-owner\t${scope.appId}\t${scope.mode}\t${userId}`}, 0))`),
 
-    /** How many live businesses a user owns (the caller holds lockOwner). */
-    ownedCount: (scope: Scope, userId: string) =>
+    /** How many live businesses (or circles) a user owns (the caller holds lockOwner). */
+    ownedCount: (scope: Scope, userId: string, kind: 'business' | 'circle' = 'business') =>
       db.oneFirst(sql.type(z.object({ count: z.number() }))`
         select count(*)::int as count from org_members m join orgs o on o.id = m.org_id
-        where m.user_id = ${userId} and m.role = 'owner' and o.kind = 'business' and o.status <> 'deleted'
+        where m.user_id = ${userId} and m.role = 'owner' and o.kind = ${kind} and o.status <> 'deleted'
           and o.app_id = ${scope.appId} and o.mode = ${scope.mode}`),
 
     createBusiness: (row: Omit<BusinessRow, 'shortcuts' | 'next_staff_number'>) =>

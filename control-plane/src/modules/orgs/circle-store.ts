@@ -98,12 +98,6 @@ export function circleStore(db: Db) {
         select o.chat_key, r.room_key from circle_rooms r join orgs o on o.id = r.org_id
         where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`),
 
-    ownedCount: (scope: Scope, userId: string) =>
-      db.oneFirst(sql.type(z.object({ count: z.number() }))`
-        select count(*)::int as count from org_members m join orgs o on o.id = m.org_id
-        where m.user_id = ${userId} and m.role = 'owner' and o.kind = 'circle' and o.status <> 'deleted'
-          and o.app_id = ${scope.appId} and o.mode = ${scope.mode}`),
-
     createCircle: (row: CircleSettingsRow) =>
       db.query(sql.unsafe`
         insert into circles (org_id, join_rule, members_create_rooms, calls)

@@ -64,6 +64,16 @@ const needRole = (role: CircleRole, least: CircleRole, what: string) => {
 /** A circle member's status besides active (a circle's people have no other). */
 type CircleStatus = 'requested' | 'rejected' | 'invited' | 'blocked' | 'removed';
 
+/** A board holds every member: a board's write naming open or auto_join is refused (422). */
+const refuseBoardMembership = (input: { open?: boolean; auto_join?: boolean }) => {
+  if (input.open !== undefined || input.auto_join !== undefined)
+    throw errors.invalidField(
+      'body',
+      input.open !== undefined ? 'open' : 'auto_join',
+      'a board holds every member: it is neither opened nor closed, nor joined',
+    );
+};
+
 type MyCircle = CircleRow & { my_role: CircleRole; my_member_id: string };
 
 export function createCirclesService(deps: {
@@ -208,7 +218,7 @@ export function createCirclesService(deps: {
   /** 409 when the user owns as many circles as a user may; holds their count until the commit. */
   async function mayOwnAnother(tx: Transaction, scope: Principal, userId: string) {
     await businessStore(tx).lockOwner(scope, userId);
-    if ((await circleStore(tx).ownedCount(scope, userId)) >= CIRCLE_LIMITS.circlesPerOwner)
+    if ((await businessStore(tx).ownedCount(scope, userId, 'circle')) >= CIRCLE_LIMITS.circlesPerOwner)
       throw conflict(`A user owns at most ${CIRCLE_LIMITS.circlesPerOwner} circles`, 'LIMIT_REACHED');
   }
 
@@ -751,12 +761,7 @@ export function createCirclesService(deps: {
       const circle = await circleFor(tx, user, orgId, 'member', 'create rooms', 'update');
       if (input.kind === 'board') needRole(circle.my_role, 'mod', 'create boards');
       else if (!circle.members_create_rooms) needRole(circle.my_role, 'mod', 'create rooms');
-      if (input.kind === 'board' && (input.open !== undefined || input.auto_join !== undefined))
-        throw errors.invalidField(
-          'body',
-          input.open !== undefined ? 'open' : 'auto_join',
-          'a board holds every member: it is neither opened nor closed, nor joined',
-        );
+      if (input.kind === 'board') refuseBoardMembership(input);
       const store = circleStore(tx);
       if ((await store.roomCount(circle.id)) >= CIRCLE_LIMITS.roomsPerCircle)
         throw conflict(
@@ -801,12 +806,7 @@ export function createCirclesService(deps: {
       const circle = await circleFor(tx, user, orgId, 'member', 'change rooms', 'update');
       const room = await liveRoomOf(tx, circle, roomId);
       if (room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', 'change rooms');
-      if (room.kind === 'board' && (input.open !== undefined || input.auto_join !== undefined))
-        throw errors.invalidField(
-          'body',
-          input.open !== undefined ? 'open' : 'auto_join',
-          'a board holds every member: it is neither opened nor closed, nor joined',
-        );
+      if (room.kind === 'board') refuseBoardMembership(input);
       const store = circleStore(tx);
       const after = await store.updateRoom(
         room.id,
