@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify from 'fastify';
 import { commaSeparated } from './config/load.js';
 import type { Container } from './container.js';
+import { dashboardOn } from './dashboard/index.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
@@ -166,6 +167,8 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...mediaRoutes(container.media),
     ...(options.routes ?? []),
   ];
+  // The developer dashboard is for people, with sessions of its own: the public listener, never the API's pipeline.
+  if (listener === 'public') await dashboardOn(app, container);
   registerRoutes(
     app,
     routes.filter((declared) => listenerOf(declared) === listener),

@@ -6,6 +6,7 @@ import type { Settings } from './config/schema.js';
 import { createDatabasePool } from './db/pool.js';
 import { type AccountsService, createAccountsService } from './modules/accounts/service.js';
 import { type BillingService, createBillingService } from './modules/billing/service.js';
+import { createDashboardService, type DashboardService } from './modules/dashboard/service.js';
 import { createUserTokens, type UserTokens } from './modules/users/service.js';
 import { createWebhooksService, type WebhooksService } from './modules/webhooks/service.js';
 import { type Accrual, createAccrual } from './platform/accrual.js';
@@ -39,6 +40,7 @@ export interface Core {
   cursors: Cursors;
   accounts: AccountsService;
   billing: BillingService;
+  dashboard: DashboardService;
   webhooks: WebhooksService;
   userTokens: UserTokens;
   close(): Promise<void>;
@@ -65,7 +67,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
   const outbox = createOutbox({ clock });
   const sealer = createSealer(settings.SVC_SEALING_KEY);
   const cursors = createCursors(settings.SVC_SEALING_KEY);
-  const accounts = createAccountsService({ pool, clock, bus });
+  const accounts = createAccountsService({ pool, clock, bus, onError });
   return {
     settings,
     clock,
@@ -89,7 +91,8 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
       issuer: settings.SVC_PUBLIC_URL,
       principalOfKey: accounts.principalOfKey,
     }),
-    billing: createBillingService({ pool, clock, prices, standing, outbox, onError }),
+    billing: createBillingService({ pool, clock, prices, standing, outbox, cursors, onError }),
+    dashboard: createDashboardService({ pool, redis, clock }),
     webhooks: createWebhooksService({
       pool,
       clock,

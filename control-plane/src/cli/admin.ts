@@ -9,6 +9,7 @@ import { createCore } from '../core.js';
 import { runMigrations } from '../db/migrate.js';
 import type { AccountsService } from '../modules/accounts/service.js';
 import { type BillingService, usdNumber } from '../modules/billing/service.js';
+import type { DashboardService } from '../modules/dashboard/service.js';
 import { presentPriceTable } from '../modules/pricing/service.js';
 import type { UserTokens } from '../modules/users/service.js';
 import { MAX_PROFILE_IDS, MAX_URL_LENGTH } from '../modules/webhooks/schema.js';
@@ -35,6 +36,9 @@ const USAGE = `usage: npm run admin -- <command> [options]
   price list
   price set --metric PRODUCT.METRIC [--usd PRICE] [--allowance UNITS]
   price reset --metric PRODUCT.METRIC      back to the configured or shipped value
+  dashboard invite --account ID --email EMAIL
+                               an invitation to be an owner of the account's dashboard: prints
+                               the link (once; it works once, for 3 days)
   dev-key --state-file PATH    ensure a local account, app and test key; print them
   user-token-key rotate        publish the next signing key of user tokens now (it signs in 10
                                minutes; the service also rotates every 90 days by itself)
@@ -90,6 +94,7 @@ const OPTIONS = {
   delivery: { type: 'string' },
   status: { type: 'string' },
   limit: { type: 'string' },
+  email: { type: 'string' },
   help: { type: 'boolean' },
 } as const;
 
@@ -118,6 +123,8 @@ function optionalCap(options: Options): number | null {
 interface Services {
   accounts: AccountsService;
   billing: BillingService;
+  dashboard: DashboardService;
+  settings: { SVC_PUBLIC_URL: string };
   prices: Prices;
   webhooks: WebhooksService;
   userTokens: UserTokens;
@@ -438,6 +445,12 @@ async function run(command: string, options: Options, services: Services): Promi
       return presentPriceTable(await prices.table()).prices.find(
         (p) => p.product === product && p.metric === metric,
       );
+    }
+    case 'dashboard invite': {
+      const accountId = required(options, 'account');
+      if (!(await accounts.getAccount(accountId))) throw errors.notFound(`Account ${accountId}`);
+      const { invite, token } = await services.dashboard.inviteOwner(accountId, required(options, 'email'));
+      return { ...invite, url: `${services.settings.SVC_PUBLIC_URL}/dashboard/invitations/${token}` };
     }
     case 'dev-key':
       return devKey(services, required(options, 'state-file'));

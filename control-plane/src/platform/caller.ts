@@ -17,6 +17,12 @@ export interface Principal {
   dailyRequestCap: number;
 }
 
+/** An app in one key mode: what most services act on (a key's principal is one). */
+export interface AppScope {
+  appId: string;
+  mode: KeyMode;
+}
+
 /** Who pays for usage: the app of a key, in the key's mode, and the app's account. */
 export interface Payer {
   accountId: string;

@@ -44,6 +44,7 @@ export const KeyRow = z.object({
   publishable_token: z.string().nullable(),
   created_at: z.date(),
   revoked_at: z.date().nullable(),
+  last_used_at: z.date().nullable(),
 });
 export type KeyRow = z.infer<typeof KeyRow>;
 

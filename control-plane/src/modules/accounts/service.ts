@@ -39,11 +39,28 @@ const principalOf = (row: KeyPrincipalRow): Principal => ({
   dailyRequestCap: dailyRequestCap(row.plan, row.daily_request_cap),
 });
 
+/** A key's last_used_at is written at most once a minute per key and replica: minute precision is what a person reads. */
+const KEY_USE_RECORD_MS = 60_000;
+
 /** Cache entries of keys looked up by id (user tokens name the key that minted them), beside hashes. */
 const byId = (keyId: string) => `id:${keyId}`;
 
-export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; bus: InvalidationBus }) {
+export function createAccountsService(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  bus: InvalidationBus;
+  onError?: (error: unknown) => void;
+}) {
   const store = accountsStore(deps.pool);
+  const useRecorded = new Map<string, number>();
+
+  /** Off the request's path: a failed write loses a minute of "last used", never a request. */
+  function recordUse(keyId: string) {
+    const now = deps.clock.now();
+    if (now.getTime() - (useRecorded.get(keyId) ?? 0) < KEY_USE_RECORD_MS) return;
+    useRecorded.set(keyId, now.getTime());
+    store.touchKey(keyId, now).catch((error: unknown) => deps.onError?.(error));
+  }
   const keyCache = createSharedCache<KeyPrincipalRow | null>({
     name: 'keys',
     ttlMs: KEY_CACHE_TTL_MS,
@@ -67,6 +84,7 @@ export function createAccountsService(deps: { pool: DatabasePool; clock: Clock; 
     const row = await keyCache.get(hash.toString('hex'), () => store.findPrincipalByTokenHash(hash));
     if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
+    recordUse(row.key_id);
     return { ok: true, principal: principalOf(row) };
   }
 

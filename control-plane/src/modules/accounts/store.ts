@@ -5,7 +5,7 @@ import type { Db } from '../../platform/transaction.js';
 import { AccountRow, AppRow, KeyPrincipalRow, KeyRow } from './schema.js';
 
 const accountColumns = sql.fragment`id, name, plan, daily_request_cap, balance_micros, created_at`;
-const keyColumns = sql.fragment`id, app_id, kind, mode, token_hint, publishable_token, created_at, revoked_at`;
+const keyColumns = sql.fragment`id, app_id, kind, mode, token_hint, publishable_token, created_at, revoked_at, last_used_at`;
 
 const principalSelect = sql.fragment`
   select k.id as key_id, k.token_hash, k.kind, k.mode, k.revoked_at,
@@ -87,6 +87,12 @@ export function accountsStore(db: Db) {
       const { token_hash: tokenHash, ...key } = row;
       return { key, tokenHash };
     },
+
+    /** Records a key's use; a concurrent or later record already there wins. */
+    touchKey: (id: string, at: Date) =>
+      db.query(sql.unsafe`
+        update api_keys set last_used_at = ${sql.timestamp(at)}
+        where id = ${id} and (last_used_at is null or last_used_at < ${sql.timestamp(at)})`),
 
     findPrincipalByTokenHash: (tokenHash: Buffer) =>
       db.maybeOne(sql.type(KeyPrincipalRow)`

@@ -1,6 +1,7 @@
 import { type DatabasePool, sql } from 'slonik';
 import type { KeyMode } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
+import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { formatUsd } from '../../platform/money.js';
@@ -65,21 +66,21 @@ export function createBillingService(deps: {
   prices: Prices;
   standing: Standing;
   outbox: Outbox;
+  cursors: Cursors;
   onError?: (error: unknown) => void;
 }) {
   return {
     /**
-     * balance.low to the live endpoints of every app of each account whose balance fell under the
+     * balance.low to the live endpoints of every app of each account whose balance fell under its
      * threshold since it was last at or above it (checked every few seconds, not at each charge, so
-     * that the charge path stays one statement). A threshold of 0 turns it off. Answers how many
-     * accounts were told.
+     * that the charge path stays one statement). An account's threshold is its own (the dashboard's)
+     * or `defaultMicros`; 0 turns it off. Answers how many accounts were told.
      */
-    notifyLowBalances: async (thresholdMicros: number): Promise<number> => {
-      if (thresholdMicros <= 0) return 0;
+    notifyLowBalances: async (defaultMicros: number): Promise<number> => {
       return inTransaction(deps.pool, async (tx) => {
         const store = billingStore(tx);
-        const fallen = await store.disarmLowBalances(thresholdMicros);
-        for (const { account_id, balance_micros, app_id } of fallen) {
+        const fallen = await store.disarmLowBalances(defaultMicros);
+        for (const { account_id, balance_micros, threshold_micros: thresholdMicros, app_id } of fallen) {
           await deps.outbox.emit(tx, {
             appId: app_id,
             mode: 'live',
@@ -93,7 +94,7 @@ export function createBillingService(deps: {
             },
           });
         }
-        await store.armBalances(thresholdMicros);
+        await store.armBalances(defaultMicros);
         return new Set(fallen.map((row) => row.account_id)).size;
       });
     },
@@ -139,6 +140,34 @@ export function createBillingService(deps: {
         },
         deps.onError,
       );
+    },
+
+    /** Every movement of the balance, newest first, a page at a time. */
+    ledger: async (accountId: string, query: { limit: number; cursor?: string }) => {
+      const after = deps.cursors.decode(query.cursor);
+      const rows = await billingStore(deps.pool).ledgerPage(accountId, query.limit + 1, after);
+      return deps.cursors.page(rows, query.limit, presentEntry);
+    },
+
+    /**
+     * The account's balance.low threshold: its own, or null when it takes the operator's default.
+     * Setting one re-arms the event, so that a balance already under it is told at once.
+     */
+    lowBalanceThreshold: async (accountId: string) => {
+      const row = await billingStore(deps.pool).lowBalanceThreshold(accountId);
+      if (!row) throw errors.notFound(`Account ${accountId}`);
+      return row.threshold_micros;
+    },
+
+    setLowBalanceThreshold: async (accountId: string, micros: number | null) => {
+      if (micros !== null && (!Number.isSafeInteger(micros) || micros < 0))
+        throw errors.invalidField(
+          'body',
+          'threshold',
+          'must be a positive amount of dollars, 0 to turn it off',
+        );
+      if ((await billingStore(deps.pool).setLowBalanceThreshold(accountId, micros)) === null)
+        throw errors.notFound(`Account ${accountId}`);
     },
 
     /** The balance and its latest movements, read from one snapshot so that they agree. */

@@ -1,7 +1,12 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
+import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
 import { LedgerEntryRow } from './schema.js';
+
+/** An account's balance.low threshold: its own, else the operator's default; 0 means never. */
+const thresholdOf = (defaultMicros: number) =>
+  sql.fragment`coalesce(low_balance_threshold_micros, ${defaultMicros})`;
 
 const ledgerColumns = sql.fragment`
   id, account_id, kind, amount_micros, reference, balance_after_micros, app_id, to_char(day, 'YYYY-MM-DD') as day,
@@ -109,26 +114,52 @@ export function billingStore(db: Db) {
       ),
 
     /**
-     * Disarms the armed balances under `thresholdMicros` and answers them with their apps: each is
-     * told once per fall.
+     * Disarms the armed balances under their threshold and answers them with their apps: each is told
+     * once per fall.
      */
-    disarmLowBalances: (thresholdMicros: number) =>
+    disarmLowBalances: (defaultMicros: number) =>
       db.any(
-        sql.type(z.object({ account_id: z.string(), balance_micros: z.number().int(), app_id: z.string() }))`
+        sql.type(
+          z.object({
+            account_id: z.string(),
+            balance_micros: z.number().int(),
+            threshold_micros: z.number().int(),
+            app_id: z.string(),
+          }),
+        )`
           with fallen as (
             update accounts set balance_low_armed = false
-            where balance_low_armed and balance_micros < ${thresholdMicros}
-            returning id, balance_micros
+            where balance_low_armed and ${thresholdOf(defaultMicros)} > 0
+              and balance_micros < ${thresholdOf(defaultMicros)}
+            returning id, balance_micros, ${thresholdOf(defaultMicros)} as threshold_micros
           )
-          select fallen.id as account_id, fallen.balance_micros, apps.id as app_id
+          select fallen.id as account_id, fallen.balance_micros, fallen.threshold_micros, apps.id as app_id
           from fallen join apps on apps.account_id = fallen.id
           order by apps.id`,
       ),
 
-    /** Arms the balances at or above `thresholdMicros` again. */
-    armBalances: (thresholdMicros: number) =>
+    /** Arms the balances at or above their threshold again. */
+    armBalances: (defaultMicros: number) =>
       db.query(sql.unsafe`
         update accounts set balance_low_armed = true
-        where not balance_low_armed and balance_micros >= ${thresholdMicros}`),
+        where not balance_low_armed and balance_micros >= ${thresholdOf(defaultMicros)}`),
+
+    /** The account's own threshold (null: the operator's default). */
+    setLowBalanceThreshold: (accountId: string, micros: number | null) =>
+      db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
+        update accounts set low_balance_threshold_micros = ${micros}, balance_low_armed = true
+        where id = ${accountId} returning id`),
+
+    lowBalanceThreshold: (accountId: string) =>
+      db.maybeOne(sql.type(z.object({ threshold_micros: z.number().int().nullable() }))`
+        select low_balance_threshold_micros as threshold_micros from accounts where id = ${accountId}`),
+
+    /** Ledger entries newest first (by creation), after a page's last one. */
+    ledgerPage: (accountId: string, limit: number, after?: Position) =>
+      db.any(sql.type(LedgerEntryRow)`
+        select ${ledgerColumns} from ledger_entries
+        where account_id = ${accountId}
+          ${after ? sql.fragment`and (created_at, id) < (${sql.timestamp(after.createdAt)}, ${after.id})` : sql.fragment``}
+        order by created_at desc, id desc limit ${limit}`),
   };
 }

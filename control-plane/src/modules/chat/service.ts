@@ -11,7 +11,7 @@ import {
   readPrice,
 } from '../../platform/accrual.js';
 import type { AdmissionScript } from '../../platform/admission.js';
-import type { KeyMode, Principal } from '../../platform/caller.js';
+import type { AppScope, KeyMode, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { orgKeyOfIdentity, parseChatIdentity, scopedNode } from '../../platform/identities.js';
 import type { Metering, UsagePrice } from '../../platform/metering.js';
@@ -20,7 +20,7 @@ import type { Prices } from '../../platform/prices.js';
 import { newSecret, sha256 } from '../../platform/secrets.js';
 import { type Standing, standingKey } from '../../platform/standing.js';
 import type { RealtimeAppRow } from '../realtime/schema.js';
-import type { AppScope, RealtimeService } from '../realtime/service.js';
+import type { RealtimeService } from '../realtime/service.js';
 import { chatStore } from './store.js';
 
 export interface ChatSettings {

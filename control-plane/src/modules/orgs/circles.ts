@@ -1,13 +1,13 @@
 import type { DatabasePool } from 'slonik';
 import type { Bookmark, EjabberdClient, RoomPlace } from '../../adapters/ejabberd.js';
-import type { Principal, UserPrincipal } from '../../platform/caller.js';
+import type { AppScope, Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { orgNode, orgNodePrefix, parseOrgNode } from '../../platform/identities.js';
 import { newId } from '../../platform/ids.js';
 import type { Db, Transaction } from '../../platform/transaction.js';
-import type { AppScope, RealtimeService } from '../realtime/service.js';
+import type { RealtimeService } from '../realtime/service.js';
 import type { SocialService } from '../social/service.js';
 import { businessStore } from './business-store.js';
 import type { BusinessesService } from './businesses.js';

@@ -1,7 +1,7 @@
 import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
 import type { AdmissionScript } from '../../platform/admission.js';
-import type { Principal, UserPrincipal } from '../../platform/caller.js';
+import type { AppScope, Principal, UserPrincipal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors, ServiceError } from '../../platform/errors.js';
@@ -17,7 +17,7 @@ import { type Db, inTransaction, type Transaction } from '../../platform/transac
 import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
-import type { AppScope, RealtimeService } from '../realtime/service.js';
+import type { RealtimeService } from '../realtime/service.js';
 import { businessStore } from './business-store.js';
 import { newChatKey, newNodeKey } from './keys.js';
 import { policyAllows } from './policy.js';
@@ -278,6 +278,13 @@ export function createOrgsService(deps: {
       .then((rows) => deps.cursors.page(rows, limit, presentTeam));
 
   return {
+    /** How many orgs, businesses and circles the app has in a mode (not counting deleted ones). */
+    counts: async (scope: AppScope) => {
+      const counts = { org: 0, business: 0, circle: 0 };
+      for (const row of await orgsStore(deps.pool).countsByKind(scope)) counts[row.kind] = row.count;
+      return counts;
+    },
+
     /** Creates the org of an external id, or updates the live one: `created` says which. */
     upsertOrg: async (
       principal: Principal,

@@ -74,6 +74,13 @@ export interface MemberChanges {
 /** SQL of orgs, their members and teams. */
 export function orgsStore(db: Db) {
   return {
+    /** How many orgs of each kind the app has in a mode, deleted ones left out. */
+    countsByKind: (scope: Scope) =>
+      db.any(sql.type(z.object({ kind: z.enum(['org', 'business', 'circle']), count: z.number().int() }))`
+        select kind, count(*)::int as count from orgs
+        where app_id = ${scope.appId} and mode = ${scope.mode} and status <> 'deleted'
+        group by kind`),
+
     /**
      * The live org of an external id, else its latest deleted one. `update` holds its row against
      * every other write; `share` only against changes of the org itself (its status, chat, policy).

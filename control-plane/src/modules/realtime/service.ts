@@ -1,7 +1,7 @@
 import type { DatabasePool } from 'slonik';
 import type { EjabberdClient } from '../../adapters/ejabberd.js';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
-import type { KeyMode } from '../../platform/caller.js';
+import type { AppScope } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
 import { randomBase62 } from '../../platform/ids.js';
@@ -18,11 +18,6 @@ const SETTINGS_CACHE_TTL_MS = 60_000;
 const SETTINGS_CACHE_ENTRIES = 50_000;
 /** A PATCH that keeps losing the race to concurrent PATCHes of the same app gives up (409). */
 const UPDATE_ATTEMPTS = 5;
-
-export interface AppScope {
-  appId: string;
-  mode: KeyMode;
-}
 
 export interface SettingsChange {
   mam?: boolean;

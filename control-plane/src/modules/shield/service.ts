@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { clientNetwork } from '../../platform/addresses.js';
 import type { AdmissionScript } from '../../platform/admission.js';
-import type { Principal } from '../../platform/caller.js';
+import type { AppScope, Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
 import type { RealtimeService } from '../realtime/service.js';
@@ -70,7 +70,7 @@ export function createShieldService(deps: {
   // Per network, as the lockout counts: an IPv6 /64 is one viewer's address, however it rotates.
   const addressHash = (address: string) =>
     createHmac('sha256', deps.hashKey).update(clientNetwork(address)).digest('hex').slice(0, 12);
-  const prefix = (scope: Principal) => `svc:shield:${scope.appId}:${scope.mode}`;
+  const prefix = (scope: AppScope) => `svc:shield:${scope.appId}:${scope.mode}`;
 
   return {
     /** A signed verdict; the request's admission and every counter are one Redis round trip. */
@@ -117,7 +117,7 @@ export function createShieldService(deps: {
       };
     },
 
-    report: async (principal: Principal, days: number) => {
+    report: async (principal: AppScope, days: number) => {
       const base = prefix(principal);
       const dayList = lastDays(deps.clock.now(), days);
       const verdicts = { ok: 0, suspicious: 0, bot: 0, block: 0 };

@@ -1,6 +1,6 @@
 import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
 import type { ObjectStore } from '../../adapters/s3.js';
-import type { Principal } from '../../platform/caller.js';
+import type { AppScope, Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
@@ -73,7 +73,7 @@ export function createStorageService(deps: {
 }) {
   /** The object of the caller's app and mode; a user's own only, when `ownerUserId` is given. */
   async function requireObject(
-    principal: Principal,
+    principal: AppScope,
     id: string,
     ownerUserId?: string,
   ): Promise<StorageObjectRow> {
@@ -196,7 +196,7 @@ export function createStorageService(deps: {
      * A ready object with a signed read URL (priced per URL). It writes nothing, so it reads outside
      * the charge's transaction and the charge is one statement of its own.
      */
-    read: async (principal: Principal, id: string, query: { expires_in: number; download: boolean }) => {
+    read: async (principal: AppScope, id: string, query: { expires_in: number; download: boolean }) => {
       const row = await requireObject(principal, id);
       if (row.status !== 'ready')
         throw errors.conflict('The object is pending: complete the upload before reading it');
@@ -209,7 +209,7 @@ export function createStorageService(deps: {
     },
 
     list: async (
-      principal: Principal,
+      principal: AppScope,
       query: { limit: number; cursor?: string; status?: 'pending' | 'ready' },
     ) => {
       const rows = await storageStore(deps.pool).page({
@@ -223,7 +223,7 @@ export function createStorageService(deps: {
     },
 
     /** Removes the bytes and the record: URLs already issued stop working. */
-    remove: async (principal: Principal, id: string) => {
+    remove: async (principal: AppScope, id: string) => {
       await removeObject(await requireObject(principal, id));
       return { ok: true as const, id };
     },

@@ -1,0 +1,269 @@
+import type { Redis } from 'ioredis';
+import type { DatabasePool } from 'slonik';
+import { type Clock, fixedWindow } from '../../platform/clock.js';
+import { errors, ServiceError } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import { newSecret, sha256 } from '../../platform/secrets.js';
+import { inTransaction } from '../../platform/transaction.js';
+import { hashPassword, nobodysHash, verifyPassword } from './passwords.js';
+import {
+  can,
+  EMAIL_MAX,
+  INVITE_TTL_MS,
+  LOGIN_FAILURES_PER_ADDRESS,
+  LOGIN_FAILURES_PER_EMAIL,
+  LOGIN_WINDOW_SECONDS,
+  NAME_MAX,
+  PASSWORD_MAX,
+  PASSWORD_MIN,
+  type Right,
+  type Role,
+  SESSION_IDLE_MS,
+  SESSION_TOUCH_MS,
+  SESSION_TTL_MS,
+  type UserRow,
+} from './schema.js';
+import { dashboardStore } from './store.js';
+
+/** Who acts in the dashboard: a signed-in person of an account, with a role. */
+export type Member = UserRow;
+
+export interface Client {
+  address: string;
+  userAgent: string;
+}
+
+const SESSION_PREFIX = 'dsess_';
+const INVITE_PREFIX = 'dinv_';
+/** Looks like an email: one @, something on each side, no spaces. Delivery is the operator's business. */
+const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+$/;
+
+function normalEmail(email: string): string {
+  const normal = email.trim().toLowerCase();
+  if (normal.length > EMAIL_MAX || !EMAIL_PATTERN.test(normal))
+    throw errors.invalidField('body', 'email', `must be an email address of at most ${EMAIL_MAX} characters`);
+  return normal;
+}
+
+function checkPassword(password: string) {
+  if ([...password].length < PASSWORD_MIN || [...password].length > PASSWORD_MAX)
+    throw errors.invalidField('body', 'password', `must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters`);
+}
+
+function checkName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed.length === 0 || trimmed.length > NAME_MAX)
+    throw errors.invalidField('body', 'name', `must be 1-${NAME_MAX} characters`);
+  return trimmed;
+}
+
+const refused = (right: Right) =>
+  errors.forbidden(
+    {
+      read: 'You cannot see this account',
+      build: 'Your role (viewer) can look but not change anything; ask an owner to make you a developer',
+      reveal_secrets: 'Your role (viewer) cannot see secrets; ask an owner to make you a developer',
+      manage_team: 'Only an owner can manage the people of the account',
+      manage_billing: 'Only an owner can change billing settings',
+    }[right],
+  );
+
+/**
+ * The dashboard's people: invitations (the only way in), passwords (scrypt), sessions (opaque
+ * tokens, stored hashed, revocable), sign-in limits (Redis counters shared by every replica) and
+ * roles. The pages call this and the other modules' services, never an API route.
+ */
+export function createDashboardService(deps: { pool: DatabasePool; redis: Redis; clock: Clock }) {
+  const store = dashboardStore(deps.pool);
+
+  async function startSession(userId: string, client: Client) {
+    const token = newSecret(SESSION_PREFIX);
+    const at = deps.clock.now();
+    await store.insertSession({
+      id: newId('dses'),
+      userId,
+      tokenHash: sha256(token),
+      userAgent: client.userAgent.slice(0, 256),
+      address: client.address,
+      at,
+      expiresAt: new Date(at.getTime() + SESSION_TTL_MS),
+    });
+    return token;
+  }
+
+  /** Failed sign-ins counted per email and per client address, in fixed windows. */
+  function failureKeys(email: string, address: string) {
+    const { index, secondsLeft } = fixedWindow(deps.clock.now(), LOGIN_WINDOW_SECONDS);
+    const emailKey = `svc:dash:login:email:${sha256(email).toString('hex').slice(0, 32)}:${index}`;
+    return { emailKey, addressKey: `svc:dash:login:addr:${address}:${index}`, secondsLeft };
+  }
+
+  async function issueInvite(accountId: string, email: string, role: Role, invitedBy: string | null) {
+    const token = newSecret(INVITE_PREFIX);
+    const at = deps.clock.now();
+    const invite = await store.insertInvite({
+      id: newId('dinv'),
+      accountId,
+      email: normalEmail(email),
+      role,
+      tokenHash: sha256(token),
+      invitedBy,
+      at,
+      expiresAt: new Date(at.getTime() + INVITE_TTL_MS),
+    });
+    return { invite, token };
+  }
+
+  const sessionWindow = () => {
+    const at = deps.clock.now();
+    return { at, idleSince: new Date(at.getTime() - SESSION_IDLE_MS) };
+  };
+
+  return {
+    /** Throws the page's 403 when the member's role lacks the right. */
+    require(member: Member, right: Right) {
+      if (!can(member.role, right)) throw refused(right);
+    },
+
+    can: (member: Member, right: Right) => can(member.role, right),
+
+    /** The operator's way in for an account (the admin CLI): an invitation to become an owner. */
+    inviteOwner: (accountId: string, email: string) => issueInvite(accountId, email, 'owner', null),
+
+    /** An owner's invitation of someone: the link is shown to the owner once, to pass on. */
+    invite: async (member: Member, input: { email: string; role: Role }) => {
+      if (!can(member.role, 'manage_team')) throw refused('manage_team');
+      if (await store.emailTaken(normalEmail(input.email)))
+        throw errors.conflict(`${normalEmail(input.email)} already has a dashboard account`);
+      return issueInvite(member.account_id, input.email, input.role, member.id);
+    },
+
+    /** The invitation a link stands for, while it works. */
+    openInvite: (token: string) => store.openInvite(sha256(token), deps.clock.now()),
+
+    /** Accepting makes the person and signs them in; the link then stops working. */
+    acceptInvite: async (token: string, input: { name: string; password: string }, client: Client) => {
+      const name = checkName(input.name);
+      checkPassword(input.password);
+      const passwordHash = await hashPassword(input.password);
+      const user = await inTransaction(deps.pool, async (tx) => {
+        const txStore = dashboardStore(tx);
+        const invite = await txStore.lockOpenInvite(sha256(token), deps.clock.now());
+        if (!invite)
+          throw new ServiceError(
+            'not_found',
+            'This invitation link has expired, was used or was withdrawn; ask for a new one',
+          );
+        if (await txStore.emailTaken(invite.email))
+          throw errors.conflict(`${invite.email} already has a dashboard account; sign in instead`);
+        await txStore.acceptInvite(invite.id, deps.clock.now());
+        return txStore.insertUser({
+          id: newId('duser'),
+          accountId: invite.account_id,
+          email: invite.email,
+          name,
+          role: invite.role,
+          passwordHash,
+          at: deps.clock.now(),
+        });
+      });
+      return { user, sessionToken: await startSession(user.id, client) };
+    },
+
+    /**
+     * Signs in by email and password. A wrong email costs the same time as a wrong password and gets
+     * the same answer; past the limits, every attempt is refused (429) until the window ends.
+     */
+    signIn: async (input: { email: string; password: string }, client: Client) => {
+      const email = input.email.trim().toLowerCase();
+      const { emailKey, addressKey, secondsLeft } = failureKeys(email, client.address);
+      const [byEmail, byAddress] = (await deps.redis.mget(emailKey, addressKey)).map(Number);
+      if ((byEmail ?? 0) >= LOGIN_FAILURES_PER_EMAIL || (byAddress ?? 0) >= LOGIN_FAILURES_PER_ADDRESS)
+        throw errors.rateLimited(
+          `Too many failed sign-ins; try again in ${Math.ceil(secondsLeft / 60)} minutes`,
+          secondsLeft,
+        );
+      const user = email.length <= EMAIL_MAX ? await store.userWithPassword(email) : null;
+      const password = input.password.slice(0, PASSWORD_MAX * 4);
+      const matches = await verifyPassword(password, user?.password_hash ?? (await nobodysHash()));
+      if (!user || !matches) {
+        await deps.redis
+          .multi()
+          .incr(emailKey)
+          .expire(emailKey, secondsLeft)
+          .incr(addressKey)
+          .expire(addressKey, secondsLeft)
+          .exec();
+        throw new ServiceError('authentication_error', 'Wrong email or password');
+      }
+      await deps.redis.del(emailKey);
+      const { password_hash: _, ...member } = user;
+      return { user: member, sessionToken: await startSession(user.id, client) };
+    },
+
+    /** The session a cookie's token stands for and its person, or null when it ended. */
+    sessionOf: async (token: string) => {
+      if (!token.startsWith(SESSION_PREFIX)) return null;
+      const { at, idleSince } = sessionWindow();
+      const found = await store.sessionByTokenHash(sha256(token), at, idleSince);
+      if (!found) return null;
+      if (at.getTime() - found.session.last_seen_at.getTime() > SESSION_TOUCH_MS)
+        await store.touchSession(found.session.id, at);
+      return { session: found.session, member: found.user as Member };
+    },
+
+    sessions: (member: Member) => {
+      const { at, idleSince } = sessionWindow();
+      return store.sessions(member.id, at, idleSince);
+    },
+
+    /** Ends one of the member's own sessions (signing out is ending the current one). */
+    revokeSession: async (member: Member, sessionId: string) => {
+      const revoked = await store.revokeSession(member.id, sessionId, deps.clock.now());
+      if (!revoked) throw errors.notFound(`Session ${sessionId}`);
+      return revoked;
+    },
+
+    team: async (member: Member) => ({
+      users: await store.users(member.account_id),
+      invites: await store.openInvites(member.account_id, deps.clock.now()),
+    }),
+
+    revokeInvite: async (member: Member, inviteId: string) => {
+      if (!can(member.role, 'manage_team')) throw refused('manage_team');
+      const revoked = await store.revokeInvite(member.account_id, inviteId, deps.clock.now());
+      if (!revoked) throw errors.notFound(`Invitation ${inviteId}`);
+      return revoked;
+    },
+
+    /** Changes someone's role; an account always keeps an owner. Their sessions carry on with the new role. */
+    setRole: (member: Member, userId: string, role: Role) => {
+      if (!can(member.role, 'manage_team')) throw refused('manage_team');
+      return inTransaction(deps.pool, async (tx) => {
+        const txStore = dashboardStore(tx);
+        const owners = await txStore.lockOwners(member.account_id);
+        if (role !== 'owner' && owners.length === 1 && owners[0] === userId)
+          throw errors.conflict('The account needs an owner: make someone else an owner first');
+        const changed = await txStore.setRole(member.account_id, userId, role);
+        if (!changed) throw errors.notFound(`Person ${userId}`);
+        return changed;
+      });
+    },
+
+    /** Removes someone from the account: their sessions end with them. */
+    removeUser: (member: Member, userId: string) => {
+      if (!can(member.role, 'manage_team')) throw refused('manage_team');
+      return inTransaction(deps.pool, async (tx) => {
+        const txStore = dashboardStore(tx);
+        const owners = await txStore.lockOwners(member.account_id);
+        if (owners.length === 1 && owners[0] === userId)
+          throw errors.conflict('The account needs an owner: make someone else an owner first');
+        const removed = await txStore.deleteUser(member.account_id, userId);
+        if (!removed) throw errors.notFound(`Person ${userId}`);
+        return removed;
+      });
+    },
+  };
+}
+
+export type DashboardService = ReturnType<typeof createDashboardService>;

@@ -1,0 +1,413 @@
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { App } from '../src/app.js';
+import type { Role } from '../src/modules/dashboard/schema.js';
+import {
+  LOGIN_FAILURES_PER_ADDRESS,
+  LOGIN_FAILURES_PER_EMAIL,
+  LOGIN_WINDOW_SECONDS,
+  SESSION_IDLE_MS,
+} from '../src/modules/dashboard/schema.js';
+import { parseUsd } from '../src/platform/money.js';
+import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
+
+const PASSWORD = 'correct horse battery staple';
+
+/**
+ * A browser as the dashboard sees one, through inject: it keeps its cookies, reads each page's CSRF
+ * token and posts forms from its own address.
+ */
+class Browser {
+  private readonly cookies = new Map<string, string>();
+  csrf = '';
+  readonly address = uniqueAddress();
+  constructor(private readonly app: App) {}
+
+  private remember(setCookie: string | string[] | undefined) {
+    for (const line of [setCookie ?? []].flat()) {
+      const [pair = ''] = line.split(';');
+      const at = pair.indexOf('=');
+      this.cookies.set(pair.slice(0, at), pair.slice(at + 1));
+    }
+  }
+
+  private get cookieHeader() {
+    return [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+  }
+
+  async get(url: string, headers: Record<string, string> = {}) {
+    const response = await this.app.inject({
+      method: 'GET',
+      url,
+      headers: { cookie: this.cookieHeader, ...headers },
+      remoteAddress: this.address,
+    });
+    this.remember(response.headers['set-cookie']);
+    const token = /name="_csrf" value="([^"]+)"/.exec(response.body)?.[1];
+    if (token) this.csrf = token;
+    return response;
+  }
+
+  async post(
+    url: string,
+    fields: Record<string, string | string[]>,
+    options: { csrf?: string | null; origin?: string } = {},
+  ) {
+    const form = new URLSearchParams();
+    for (const [name, value] of Object.entries(fields))
+      for (const one of [value].flat()) form.append(name, one);
+    if (options.csrf !== null) form.set('_csrf', options.csrf ?? this.csrf);
+    const response = await this.app.inject({
+      method: 'POST',
+      url,
+      headers: {
+        cookie: this.cookieHeader,
+        'content-type': 'application/x-www-form-urlencoded',
+        ...(options.origin ? { origin: options.origin } : {}),
+      },
+      payload: form.toString(),
+      remoteAddress: this.address,
+    });
+    this.remember(response.headers['set-cookie']);
+    return response;
+  }
+
+  session() {
+    return this.cookies.get('svc_dash_session');
+  }
+}
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(() => ctx?.close());
+
+let emails = 0;
+const newEmail = () => {
+  emails += 1;
+  return `person${Date.now()}.${emails}@example.com`;
+};
+
+/** An account with an app and a key, and a signed-in person of the given role in it. */
+async function member(role: Role = 'owner', customer?: Awaited<ReturnType<typeof createCustomer>>) {
+  const account = customer ?? (await createCustomer(ctx.container));
+  const { token } = await ctx.container.dashboard.inviteOwner(account.account.id, newEmail());
+  const owner = new Browser(ctx.app);
+  await owner.get(`/dashboard/invitations/${token}`);
+  const joined = await owner.post(`/dashboard/invitations/${token}`, {
+    name: 'Olga Owner',
+    password: PASSWORD,
+  });
+  expect(joined.statusCode).toBe(303);
+  if (role === 'owner') return { browser: owner, customer: account };
+  await owner.get('/dashboard/team');
+  const email = newEmail();
+  const invited = await owner.post('/dashboard/team/invitations', { email, role });
+  expect(invited.statusCode).toBe(201);
+  const link = /\/dashboard\/invitations\/(dinv_\w+)/.exec(invited.body)![1]!;
+  const browser = new Browser(ctx.app);
+  await browser.get(`/dashboard/invitations/${link}`);
+  expect(
+    (await browser.post(`/dashboard/invitations/${link}`, { name: 'Dev', password: PASSWORD })).statusCode,
+  ).toBe(303);
+  await browser.get('/dashboard/apps');
+  return { browser, customer: account, email, owner };
+}
+
+describe('dashboard sign-in', () => {
+  it('takes an invitation once, then signs in by password', async () => {
+    const customer = await createCustomer(ctx.container);
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email.toUpperCase());
+    const browser = new Browser(ctx.app);
+    expect((await browser.get(`/dashboard/invitations/${token}`)).body).toContain(email);
+    const short = await browser.post(`/dashboard/invitations/${token}`, {
+      name: 'Olga',
+      password: 'eleven char',
+    });
+    expect(short.statusCode).toBe(422);
+    expect(short.body).toContain('password must be 12-256 characters');
+    const joined = await browser.post(`/dashboard/invitations/${token}`, {
+      name: 'Olga',
+      password: PASSWORD,
+    });
+    expect(joined.statusCode).toBe(303);
+    expect(joined.headers['set-cookie']).toMatch(
+      /svc_dash_session=dsess_\w+; Path=\/dashboard; HttpOnly; SameSite=Strict/,
+    );
+    const apps = await browser.get('/dashboard/apps');
+    expect(apps.statusCode).toBe(200);
+    expect(apps.body).toContain(customer.app.id);
+    expect(apps.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(apps.headers['cache-control']).toBe('no-store');
+
+    const again = new Browser(ctx.app);
+    expect((await again.get(`/dashboard/invitations/${token}`)).statusCode).toBe(404);
+    await again.get('/dashboard/login');
+    expect(
+      (await again.post(`/dashboard/invitations/${token}`, { name: 'Eve', password: PASSWORD })).statusCode,
+    ).toBe(404);
+
+    const other = new Browser(ctx.app);
+    await other.get('/dashboard/login');
+    const wrong = await other.post('/dashboard/login', { email, password: `${PASSWORD}!` });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.body).toContain('Wrong email or password');
+    const right = await other.post('/dashboard/login', {
+      email: ` ${email.toUpperCase()} `,
+      password: PASSWORD,
+    });
+    expect(right.statusCode).toBe(303);
+    expect((await other.get('/dashboard/apps')).statusCode).toBe(200);
+  });
+
+  it(`refuses every sign-in after ${LOGIN_FAILURES_PER_EMAIL} failures for an email, until the window ends`, async () => {
+    const { customer } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const owner = new Browser(ctx.app);
+    await owner.get(`/dashboard/invitations/${token}`);
+    await owner.post(`/dashboard/invitations/${token}`, { name: 'Second owner', password: PASSWORD });
+
+    for (let i = 0; i < LOGIN_FAILURES_PER_EMAIL; i += 1) {
+      // Each attempt from another address: the email's own limit is what stops them.
+      const attacker = new Browser(ctx.app);
+      await attacker.get('/dashboard/login');
+      expect(
+        (await attacker.post('/dashboard/login', { email, password: `guess ${i} guess ${i}` })).statusCode,
+      ).toBe(401);
+    }
+    const owned = new Browser(ctx.app);
+    await owned.get('/dashboard/login');
+    const refused = await owned.post('/dashboard/login', { email, password: PASSWORD });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+    expect(refused.body).toContain('Too many failed sign-ins');
+
+    ctx.clock.advance(LOGIN_WINDOW_SECONDS * 1000);
+    expect((await owned.post('/dashboard/login', { email, password: PASSWORD })).statusCode).toBe(303);
+  });
+
+  it(`refuses an address after ${LOGIN_FAILURES_PER_ADDRESS} failures, whatever the emails`, async () => {
+    const attacker = new Browser(ctx.app);
+    await attacker.get('/dashboard/login');
+    for (let i = 0; i < LOGIN_FAILURES_PER_ADDRESS; i += 1)
+      expect(
+        (await attacker.post('/dashboard/login', { email: newEmail(), password: PASSWORD })).statusCode,
+      ).toBe(401);
+    expect(
+      (await attacker.post('/dashboard/login', { email: newEmail(), password: PASSWORD })).statusCode,
+    ).toBe(429);
+  });
+
+  it('ends sessions: signing out, from another browser, and after 12 idle hours', async () => {
+    const { browser, customer } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const second = new Browser(ctx.app);
+    await second.get(`/dashboard/invitations/${token}`);
+    await second.post(`/dashboard/invitations/${token}`, { name: 'Two', password: PASSWORD });
+    const laptop = new Browser(ctx.app);
+    await laptop.get('/dashboard/login');
+    await laptop.post('/dashboard/login', { email, password: PASSWORD });
+    expect((await laptop.get('/dashboard/team')).statusCode).toBe(200);
+
+    // Sign the laptop out from the second browser's team page.
+    const rows = (await second.get('/dashboard/team')).body
+      .split('<tr>')
+      .filter((row) => row.includes('/dashboard/sessions/'));
+    expect(rows).toHaveLength(2);
+    const laptopSession = /sessions\/(dses_\w+)\/revoke/.exec(
+      rows.find((row) => !row.includes('(this one)'))!,
+    )![1]!;
+    expect((await second.post(`/dashboard/sessions/${laptopSession}/revoke`, {})).headers.location).toBe(
+      '/dashboard/team?done=session',
+    );
+    expect((await laptop.get('/dashboard/team')).headers.location).toMatch(/^\/dashboard\/login\?next=/);
+    expect((await second.get('/dashboard/team')).statusCode).toBe(200);
+
+    // The first browser signs itself out.
+    await browser.get('/dashboard/apps');
+    expect((await browser.post('/dashboard/logout', {})).headers.location).toBe('/dashboard/login');
+    expect((await browser.get('/dashboard/apps')).statusCode).toBe(303);
+
+    // Idle for 12 hours: the session is over.
+    const idle = await member();
+    expect((await idle.browser.get('/dashboard/apps')).statusCode).toBe(200);
+    ctx.clock.advance(SESSION_IDLE_MS + 1000);
+    expect((await idle.browser.get('/dashboard/apps')).statusCode).toBe(303);
+  });
+});
+
+describe('dashboard requests', () => {
+  it('refuse a form post without its CSRF token, with another session’s, or from another origin', async () => {
+    const { browser, customer } = await member();
+    const other = await member();
+    await browser.get(`/dashboard/apps/${customer.app.id}/keys`);
+    const keysBefore = (await ctx.container.accounts.listKeys(customer.app.id)).length;
+    const url = `/dashboard/apps/${customer.app.id}/keys`;
+    const fields = { kind: 'secret', mode: 'test' };
+    for (const refused of [
+      await browser.post(url, fields, { csrf: null }),
+      await browser.post(url, fields, { csrf: other.browser.csrf }),
+      await browser.post(url, fields, { origin: 'https://evil.example' }),
+    ]) {
+      expect(refused.statusCode).toBe(403);
+      expect(refused.body).toContain('security token is missing or stale');
+    }
+    expect(await ctx.container.accounts.listKeys(customer.app.id)).toHaveLength(keysBefore);
+    expect((await browser.post(url, fields)).statusCode).toBe(201);
+
+    // The sign-in form too: its token is tied to the browser's pre-session cookie.
+    const stranger = new Browser(ctx.app);
+    await stranger.get('/dashboard/login');
+    expect(
+      (await stranger.post('/dashboard/login', { email: 'a@b.c', password: PASSWORD }, { csrf: null }))
+        .statusCode,
+    ).toBe(403);
+  });
+
+  it('keep API keys and dashboard sessions apart', async () => {
+    const { browser, customer } = await member();
+    const withKey = await ctx.app.inject({
+      method: 'GET',
+      url: '/dashboard/apps',
+      headers: { authorization: `Bearer ${customer.token}` },
+    });
+    expect(withKey.statusCode).toBe(303);
+    expect(withKey.headers.location).toMatch(/^\/dashboard\/login/);
+    const withSession = await ctx.app.inject({
+      method: 'GET',
+      url: '/v1/realtime/balance',
+      headers: { cookie: `svc_dash_session=${browser.session()}` },
+    });
+    expect(withSession.statusCode).toBe(401);
+  });
+
+  it('show a secret key once, record its use, and revoke it after a confirmation', async () => {
+    const { browser, customer } = await member('developer');
+    await browser.get(`/dashboard/apps/${customer.app.id}/keys`);
+    const created = await browser.post(`/dashboard/apps/${customer.app.id}/keys`, {
+      kind: 'secret',
+      mode: 'live',
+    });
+    expect(created.statusCode).toBe(201);
+    const token = /(svc_live_[0-9A-Za-z]{32})/.exec(created.body)![1]!;
+    const keyId = /(key_\w{20})/.exec(created.body)![1]!;
+    const list = await browser.get(`/dashboard/apps/${customer.app.id}/keys?mode=live`);
+    expect(list.body).not.toContain(token);
+    expect(list.body).toContain(`svc_live_…${token.slice(-4)}`);
+    expect(list.body).toMatch(new RegExp(`id="${keyId}"[^]*?never[^]*?active`));
+
+    expect((await callWithKey(ctx.app, token, 'GET', '/v1/realtime/balance')).statusCode).toBe(200);
+    await expect
+      .poll(async () => (await browser.get(`/dashboard/apps/${customer.app.id}/keys?mode=live`)).body)
+      .toMatch(
+        new RegExp(
+          `id="${keyId}"[^]*?<td>\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC</td>\\s*<td><span class="badge ok">`,
+        ),
+      );
+
+    const asked = await browser.post(`/dashboard/apps/${customer.app.id}/keys/${keyId}/revoke?mode=live`, {});
+    expect(asked.statusCode).toBe(200);
+    expect(asked.body).toContain('Revoke this key?');
+    expect((await callWithKey(ctx.app, token, 'GET', '/v1/realtime/balance')).statusCode).toBe(200);
+    const revoked = await browser.post(`/dashboard/apps/${customer.app.id}/keys/${keyId}/revoke?mode=live`, {
+      confirm: 'yes',
+    });
+    expect(revoked.statusCode).toBe(303);
+    expect((await callWithKey(ctx.app, token, 'GET', '/v1/realtime/balance')).statusCode).toBe(401);
+  });
+
+  it('let a viewer read but not change, and keep another account’s apps out of reach', async () => {
+    const { browser, customer } = await member('viewer');
+    const keysPage = await browser.get(`/dashboard/apps/${customer.app.id}/keys`);
+    expect(keysPage.statusCode).toBe(200);
+    expect(keysPage.body).not.toContain('Create key');
+    const refused = await browser.post(`/dashboard/apps/${customer.app.id}/keys`, {
+      kind: 'secret',
+      mode: 'test',
+    });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.body).toContain('Your role (viewer) can look but not change anything');
+    expect(
+      (await browser.post(`/dashboard/apps/${customer.app.id}/settings/shield-secret`, {})).statusCode,
+    ).toBe(403);
+    expect(
+      (await browser.post('/dashboard/team/invitations', { email: newEmail(), role: 'owner' })).statusCode,
+    ).toBe(403);
+    expect((await browser.post('/dashboard/billing/threshold', { threshold: '5' })).statusCode).toBe(403);
+
+    const stranger = await createCustomer(ctx.container);
+    expect((await browser.get(`/dashboard/apps/${stranger.app.id}/keys`)).statusCode).toBe(404);
+  });
+
+  it('keep an owner on the account', async () => {
+    const { browser, owner, customer } = await member('developer');
+    const rows = (await owner!.get('/dashboard/team')).body
+      .split('<tr>')
+      .filter((row) => row.includes('/role"'));
+    const idOf = (row: string) => /people\/(duser_\w+)\/role/.exec(row)![1]!;
+    const ownerId = idOf(rows.find((row) => row.includes('(you)'))!);
+    const developerId = idOf(rows.find((row) => !row.includes('(you)'))!);
+    const refused = await owner!.post(`/dashboard/team/people/${ownerId}/role`, { role: 'developer' });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.body).toContain('The account needs an owner');
+    expect((await owner!.post(`/dashboard/team/people/${ownerId}/remove`, {})).statusCode).toBe(409);
+    // The developer, made a viewer, can no longer create keys: the role is read on every request.
+    expect(
+      (await owner!.post(`/dashboard/team/people/${developerId}/role`, { role: 'viewer' })).statusCode,
+    ).toBe(303);
+    await browser.get(`/dashboard/apps/${customer.app.id}/keys`);
+    expect(
+      (await browser.post(`/dashboard/apps/${customer.app.id}/keys`, { kind: 'secret', mode: 'test' }))
+        .statusCode,
+    ).toBe(403);
+    // Removed, they are signed out everywhere.
+    expect((await owner!.post(`/dashboard/team/people/${developerId}/remove`, {})).statusCode).toBe(303);
+    expect((await browser.get('/dashboard/apps')).statusCode).toBe(303);
+  });
+
+  it('set the balance.low threshold, owners only, in dollars', async () => {
+    const { browser, customer } = await member();
+    await browser.get('/dashboard/billing');
+    const bad = await browser.post('/dashboard/billing/threshold', { threshold: 'ten' });
+    expect(bad.statusCode).toBe(422);
+    expect(bad.body).toContain('threshold must be an amount of dollars');
+    expect((await browser.post('/dashboard/billing/threshold', { threshold: '$12.50' })).statusCode).toBe(
+      303,
+    );
+    expect(await ctx.container.billing.lowBalanceThreshold(customer.account.id)).toBe(12_500_000);
+    expect((await browser.get('/dashboard/billing')).body).toContain('$12.50');
+    expect((await browser.post('/dashboard/billing/threshold', { threshold: '' })).statusCode).toBe(303);
+    expect(await ctx.container.billing.lowBalanceThreshold(customer.account.id)).toBeNull();
+  });
+
+  it('tell a live app its balance fell under the account’s own threshold, above the operator’s default', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 10_000_000 });
+    await ctx.container.webhooks.create(
+      { appId: customer.app.id, mode: 'live' },
+      { url: 'https://hooks.example.com/balance', event_types: ['balance.low'] },
+    );
+    const { browser } = await member('owner', customer);
+    const told = () =>
+      ctx.container.pool.anyFirst(
+        sql.unsafe`select body from webhook_events where app_id = ${customer.app.id} and type = 'balance.low'`,
+      );
+    // $10 is above the default ($1 on the test stack): nothing to tell.
+    await ctx.container.billing.notifyLowBalances(parseUsd(ctx.container.settings.SVC_BALANCE_LOW_USD));
+    expect(await told()).toHaveLength(0);
+    await browser.get('/dashboard/billing');
+    expect((await browser.post('/dashboard/billing/threshold', { threshold: '12.5' })).statusCode).toBe(303);
+    // The test stack's control plane runs the same check: whichever process finds the fall tells it.
+    await ctx.container.billing.notifyLowBalances(parseUsd(ctx.container.settings.SVC_BALANCE_LOW_USD));
+    const events = (await told()).map((body) => JSON.parse(body as string));
+    expect(events).toHaveLength(1);
+    expect(events[0].data).toMatchObject({ balance_micros: 10_000_000, threshold_micros: 12_500_000 });
+    // 0 turns it off: a later fall is not told.
+    await browser.post('/dashboard/billing/threshold', { threshold: '0' });
+    await ctx.container.billing.notifyLowBalances(parseUsd(ctx.container.settings.SVC_BALANCE_LOW_USD));
+    expect(await told()).toHaveLength(1);
+  });
+});
