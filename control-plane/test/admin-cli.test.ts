@@ -116,6 +116,23 @@ describe('npm run admin', { timeout: 120_000 }, () => {
     expect(unknown.stderr).toMatch(/unknown command "account delete"/);
   });
 
+  it('invites an account’s first dashboard owner with a link that works once', async () => {
+    const account = await ctx.container.accounts.createAccount({ name: 'Dash', plan: 'pro' });
+    const invited = await admin('dashboard', 'invite', '--account', account.id, '--email', 'First@Example.com');
+    expect(invited.code).toBe(0);
+    expect(invited.json).toMatchObject({ account_id: account.id, email: 'first@example.com', role: 'owner' });
+    const token = /\/dashboard\/invitations\/(dinv_\w+)$/.exec(invited.json.url)![1]!;
+    expect(await ctx.container.dashboard.openInvite(token)).toMatchObject({ id: invited.json.id });
+    expect(JSON.stringify(invited.json)).not.toContain('token_hash');
+
+    const nobody = await admin('dashboard', 'invite', '--account', 'acct_nobody', '--email', 'a@b.c');
+    expect(nobody.code).toBe(2);
+    expect(nobody.stderr).toMatch(/Account acct_nobody not found/);
+    const badEmail = await admin('dashboard', 'invite', '--account', account.id, '--email', 'not an email');
+    expect(badEmail.code).toBe(2);
+    expect(badEmail.stderr).toMatch(/email must be an email address/);
+  });
+
   it('registers, lists, changes, rotates and tests webhook endpoints, the secret shown once', async () => {
     const { app } = await createCustomer(ctx.container);
     const scope = ['--app', app.id, '--mode', 'test'];

@@ -36,6 +36,7 @@ export function renderBanner(context: StackContext, devKey: DevKey): string {
   const api = `http://127.0.0.1:${ports.controlPlane}`;
   const rows = [
     ['API', api],
+    ['Dashboard', `${api}/dashboard`],
     ['OpenAPI', `${api}/v1/openapi.json`],
     ['ejabberd WS', `ws://127.0.0.1:${ports.ejabberdWebSocket}/ws`],
     ['LiveKit WS', `ws://127.0.0.1:${ports.livekitHttp}`],
@@ -52,6 +53,9 @@ export function renderBanner(context: StackContext, devKey: DevKey): string {
     '',
     'Try it:',
     `  curl -H "Authorization: Bearer ${devKey.key}" ${api}/v1/realtime/balance`,
+    '',
+    'Open the dashboard: invite yourself as the account\'s owner, then open the url it prints:',
+    `  npm run admin -- dashboard invite --account ${devKey.account_id} --email you@example.com${profile}`,
     '',
     `Manage it: npm run stack -- status${profile} | logs [server] [-f]${profile} | down${profile}`,
     '',

@@ -60,7 +60,8 @@ export const emptyState = (message: string, next?: Html) =>
 function appNav(shell: Shell & { app: AppRow }) {
   const mode = shell.mode ?? 'test';
   const base = `/dashboard/apps/${shell.app.id}`;
-  return html`<nav class="subnav" aria-label="${shell.app.name}">
+  return html`<nav class="subnav" aria-label="App ${shell.app.name}">
+    <a class="app-name" href="/dashboard/apps">${shell.app.name}</a>
     <ul>${APP_NAV.map(
       ([section, label]) =>
         html`<li><a href="${appLink(shell.app, section, mode)}" ${current(shell.path === base + section)}>${label}</a></li>`,
