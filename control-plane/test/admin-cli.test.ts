@@ -118,7 +118,14 @@ describe('npm run admin', { timeout: 120_000 }, () => {
 
   it('invites an account’s first dashboard owner with a link that works once', async () => {
     const account = await ctx.container.accounts.createAccount({ name: 'Dash', plan: 'pro' });
-    const invited = await admin('dashboard', 'invite', '--account', account.id, '--email', 'First@Example.com');
+    const invited = await admin(
+      'dashboard',
+      'invite',
+      '--account',
+      account.id,
+      '--email',
+      'First@Example.com',
+    );
     expect(invited.code).toBe(0);
     expect(invited.json).toMatchObject({ account_id: account.id, email: 'first@example.com', role: 'owner' });
     const token = /\/dashboard\/invitations\/(dinv_\w+)$/.exec(invited.json.url)![1]!;

@@ -54,7 +54,7 @@ export function renderBanner(context: StackContext, devKey: DevKey): string {
     'Try it:',
     `  curl -H "Authorization: Bearer ${devKey.key}" ${api}/v1/realtime/balance`,
     '',
-    'Open the dashboard: invite yourself as the account\'s owner, then open the url it prints:',
+    "Open the dashboard: invite yourself as the account's owner, then open the url it prints:",
     `  npm run admin -- dashboard invite --account ${devKey.account_id} --email you@example.com${profile}`,
     '',
     `Manage it: npm run stack -- status${profile} | logs [server] [-f]${profile} | down${profile}`,
