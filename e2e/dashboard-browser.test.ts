@@ -14,7 +14,14 @@ import type { BrowserContext, Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Receiver, startReceiver } from '../control-plane/test/webhook-receiver.js';
 import { launchChromium, servePages } from './support/browser.js';
-import { api, type Customer, createCustomer, openContainer, stackSettings } from './support/stack.js';
+import {
+  api,
+  type Customer,
+  createCustomer,
+  meterNow,
+  openContainer,
+  stackSettings,
+} from './support/stack.js';
 
 const ARTIFACTS = new URL('./artifacts/dashboard/', import.meta.url).pathname;
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -280,6 +287,17 @@ describe('the dashboard', () => {
     await page.getByLabel('Threshold in dollars').fill('5');
     await page.getByRole('button', { name: 'Save threshold' }).click();
     await expect.poll(() => page.textContent('[role=status]')).toContain('threshold is saved');
+
+    // Live usage reported afterwards ($30 of writes) runs past the $25: the page shows what is owed.
+    await meterNow(container, { accountId: customer.account.id, appId: customer.app.id, mode: 'live' }, [
+      { product: 'writes', metric: 'calls', quantity: 60_000 },
+    ]);
+    await page.reload();
+    expect(await page.textContent('#balance')).toBe('$0.00');
+    expect(await page.textContent('#owed')).toBe('$5.00');
+    expect(
+      await page.locator('#ledger tr', { hasText: 'usage' }).first().locator('td').nth(3).textContent(),
+    ).toBe('−$30.00');
     await checkPage(page, 'balance');
   });
 
@@ -289,18 +307,32 @@ describe('the dashboard', () => {
     await page.getByLabel('Largest room').fill('250');
     await page.getByRole('button', { name: 'Save settings' }).click();
     await expect.poll(() => page.textContent('[role=status]')).toContain('Settings saved');
-    const settings = await api<{ mam: boolean; max_room_size: number; shield_secret: string }>(
-      customer,
-      'POST',
-      '/v1/realtime/app',
-    );
+    const settings = await api<{
+      mam: boolean;
+      max_room_size: number;
+      shield_secret: string;
+      publishable_key: string;
+    }>(customer, 'POST', '/v1/realtime/app');
     expect(settings.body).toMatchObject({ mam: true, max_room_size: 250 });
     await checkPage(page, 'settings');
     await page.getByRole('button', { name: 'Reveal the shield secret' }).click();
     expect((await page.textContent('#shield-secret'))!.trim()).toBe(settings.body.shield_secret);
     await checkPage(page, 'shield-secret');
 
+    // A client asks for a shield ticket with the publishable key: its (hashed) address is in the report.
+    const ticket = await fetch(`${base}/v1/realtime/shield/ticket`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-publishable-key': String(settings.body.publishable_key),
+      },
+      body: JSON.stringify({ subject: 'viewer-1', scope: 'stream-1' }),
+    });
+    expect(ticket.status).toBe(200);
     await page.goto(appUrl('/shield'));
+    const busiest = page.locator('tr', { hasText: 'stream-1' });
+    expect(await busiest.locator('td').first().textContent()).toMatch(/^[0-9a-f]{12}$/);
+    expect(await busiest.locator('td').nth(2).textContent()).toBe('1');
     await checkPage(page, 'shield');
 
     const upload = await api<{

@@ -32,7 +32,7 @@ import { userRoutes } from './modules/users/routes.js';
 import { webhookRoutes } from './modules/webhooks/routes.js';
 import { EXTERNAL_ID_MAX_BYTES } from './platform/identities.js';
 import { formatUsd } from './platform/money.js';
-import { errorForLog } from './platform/redaction.js';
+import { errorForLog, requestForLog } from './platform/redaction.js';
 import { type Listener, listenerOf, type Route } from './platform/route.js';
 
 export const API_VERSION = '1.1.0';
@@ -72,7 +72,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
               'req.headers["x-publishable-key"]',
             ],
             // Errors without statement parameters, rows or the secrets PostgreSQL quotes in messages.
-            serializers: { err: errorForLog },
+            serializers: { err: errorForLog, req: requestForLog },
             ...options.logger,
           },
     requestIdHeader: false,

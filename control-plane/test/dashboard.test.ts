@@ -20,8 +20,10 @@ const PASSWORD = 'correct horse battery staple';
 class Browser {
   private readonly cookies = new Map<string, string>();
   csrf = '';
-  readonly address = uniqueAddress();
-  constructor(private readonly app: App) {}
+  constructor(
+    private readonly app: App,
+    readonly address = uniqueAddress(),
+  ) {}
 
   private remember(setCookie: string | string[] | undefined) {
     for (const line of [setCookie ?? []].flat()) {
@@ -141,6 +143,11 @@ describe('dashboard sign-in', () => {
     expect(apps.body).toContain(customer.app.id);
     expect(apps.headers['content-security-policy']).toContain("script-src 'self'");
     expect(apps.headers['cache-control']).toBe('no-store');
+    // The page names its assets by content hash, so they are cached for good (built by npm run build).
+    const script = /src="(\/dashboard\/assets\/app\.js\?v=[0-9a-f]{12})"/.exec(apps.body)![1]!;
+    const asset = await browser.get(script);
+    expect(asset.statusCode).toBe(200);
+    expect(asset.headers['cache-control']).toBe('public, max-age=31536000, immutable');
 
     const again = new Browser(ctx.app);
     expect((await again.get(`/dashboard/invitations/${token}`)).statusCode).toBe(404);
@@ -201,6 +208,97 @@ describe('dashboard sign-in', () => {
     ).toBe(429);
   });
 
+  it('counts a burst of concurrent guesses as it arrives', async () => {
+    const { customer } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const owner = new Browser(ctx.app);
+    await owner.get(`/dashboard/invitations/${token}`);
+    await owner.post(`/dashboard/invitations/${token}`, { name: 'Target', password: PASSWORD });
+    const attackers = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const attacker = new Browser(ctx.app);
+        await attacker.get('/dashboard/login');
+        return attacker;
+      }),
+    );
+    const answers = await Promise.all(
+      attackers.map((attacker, i) =>
+        attacker.post('/dashboard/login', { email, password: `guess number ${i}` }),
+      ),
+    );
+    const statuses = answers.map((answer) => answer.statusCode);
+    expect(statuses.filter((status) => status === 401)).toHaveLength(LOGIN_FAILURES_PER_EMAIL);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(20 - LOGIN_FAILURES_PER_EMAIL);
+  });
+
+  it('counts an IPv6 /64 as one address', async () => {
+    const network = `2001:db8:${Math.floor(Math.random() * 0xffff).toString(16)}:${Math.floor(Math.random() * 0xffff).toString(16)}`;
+    const attempt = async (i: number) => {
+      const attacker = new Browser(ctx.app, `${network}::${(i + 1).toString(16)}`);
+      await attacker.get('/dashboard/login');
+      return (await attacker.post('/dashboard/login', { email: newEmail(), password: PASSWORD })).statusCode;
+    };
+    for (let i = 0; i < LOGIN_FAILURES_PER_ADDRESS; i += 1) expect(await attempt(i)).toBe(401);
+    expect(await attempt(LOGIN_FAILURES_PER_ADDRESS)).toBe(429);
+  });
+
+  it('sends a signed-in person only to dashboard pages after sign-in', async () => {
+    const { customer } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const owner = new Browser(ctx.app);
+    await owner.get(`/dashboard/invitations/${token}`);
+    await owner.post(`/dashboard/invitations/${token}`, { name: 'Next', password: PASSWORD });
+    for (const [next, landing] of [
+      ['/dashboard/team', '/dashboard/team'],
+      ['//evil.example/dashboard', '/dashboard/apps'],
+      ['https://evil.example/', '/dashboard/apps'],
+      ['/dashboardevil', '/dashboard/apps'],
+      ['/\\evil.example', '/dashboard/apps'],
+    ]) {
+      const browser = new Browser(ctx.app);
+      await browser.get('/dashboard/login');
+      const signedIn = await browser.post('/dashboard/login', { email, password: PASSWORD, next: next! });
+      expect(signedIn.headers.location, next).toBe(landing);
+    }
+  });
+
+  it('changes a password given the current one, signing out the other sessions', async () => {
+    const { customer } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const phone = new Browser(ctx.app);
+    await phone.get(`/dashboard/invitations/${token}`);
+    await phone.post(`/dashboard/invitations/${token}`, { name: 'Pat', password: PASSWORD });
+    const laptop = new Browser(ctx.app);
+    await laptop.get('/dashboard/login');
+    await laptop.post('/dashboard/login', { email, password: PASSWORD });
+    await laptop.get('/dashboard/team');
+    const wrong = await laptop.post('/dashboard/password', {
+      current_password: 'not it at all',
+      new_password: 'a brand new passphrase',
+    });
+    expect(wrong.statusCode).toBe(422);
+    expect(wrong.body).toContain('current_password is not your current password');
+    expect(
+      (
+        await laptop.post('/dashboard/password', {
+          current_password: PASSWORD,
+          new_password: 'a brand new passphrase',
+        })
+      ).statusCode,
+    ).toBe(303);
+    expect((await laptop.get('/dashboard/team')).statusCode).toBe(200);
+    expect((await phone.get('/dashboard/team')).statusCode).toBe(303);
+    const again = new Browser(ctx.app);
+    await again.get('/dashboard/login');
+    expect((await again.post('/dashboard/login', { email, password: PASSWORD })).statusCode).toBe(401);
+    expect(
+      (await again.post('/dashboard/login', { email, password: 'a brand new passphrase' })).statusCode,
+    ).toBe(303);
+  });
+
   it('ends sessions: signing out, from another browser, and after 12 idle hours', async () => {
     const { browser, customer } = await member();
     const email = newEmail();
@@ -227,9 +325,11 @@ describe('dashboard sign-in', () => {
     expect((await laptop.get('/dashboard/team')).headers.location).toMatch(/^\/dashboard\/login\?next=/);
     expect((await second.get('/dashboard/team')).statusCode).toBe(200);
 
-    // The first browser signs itself out.
+    // The first browser signs itself out: the session ends and its cookie is cleared.
     await browser.get('/dashboard/apps');
-    expect((await browser.post('/dashboard/logout', {})).headers.location).toBe('/dashboard/login');
+    const signedOut = await browser.post('/dashboard/logout', {});
+    expect(signedOut.headers.location).toBe('/dashboard/login');
+    expect(signedOut.headers['set-cookie']).toMatch(/^svc_dash_session=; Path=\/dashboard; .*Max-Age=0/);
     expect((await browser.get('/dashboard/apps')).statusCode).toBe(303);
 
     // Idle for 12 hours: the session is over.
@@ -339,8 +439,80 @@ describe('dashboard requests', () => {
     ).toBe(403);
     expect((await browser.post('/dashboard/billing/threshold', { threshold: '5' })).statusCode).toBe(403);
 
+    for (const [url, fields] of [
+      [
+        `/dashboard/apps/${customer.app.id}/webhooks`,
+        { url: 'https://example.com/h', event_types: 'balance.low' },
+      ],
+      [`/dashboard/apps/${customer.app.id}/settings`, { max_room_size: '10' }],
+      [`/dashboard/apps/${customer.app.id}/storage/obj_x/delete`, { confirm: 'yes' }],
+      [`/dashboard/apps/${customer.app.id}/keys/${customer.key.id}/revoke`, { confirm: 'yes' }],
+    ] as const) {
+      const response = await browser.post(url, fields);
+      expect(response.statusCode, url).toBe(403);
+    }
+    expect((await ctx.container.accounts.listKeys(customer.app.id))[0]!.revoked_at).toBeNull();
+
     const stranger = await createCustomer(ctx.container);
     expect((await browser.get(`/dashboard/apps/${stranger.app.id}/keys`)).statusCode).toBe(404);
+  });
+
+  it('keep each account’s people, invitations and sessions to itself', async () => {
+    const ours = await member('developer');
+    const theirs = await member('developer');
+    await theirs.owner!.get('/dashboard/team');
+    const theirInvite = await theirs.owner!.post('/dashboard/team/invitations', {
+      email: newEmail(),
+      role: 'viewer',
+    });
+    const inviteId = (
+      await ctx.container.dashboard.team(
+        (await ctx.container.dashboard.sessionOf(theirs.owner!.session()!))!.member,
+      )
+    ).invites[0]!.id;
+    expect(theirInvite.statusCode).toBe(201);
+    const theirMember = (await ctx.container.dashboard.sessionOf(theirs.browser.session()!))!;
+
+    const owner = ours.owner!;
+    await owner.get('/dashboard/team');
+    for (const url of [
+      `/dashboard/team/people/${theirMember.member.id}/role`,
+      `/dashboard/team/people/${theirMember.member.id}/remove`,
+      `/dashboard/team/invitations/${inviteId}/revoke`,
+      `/dashboard/sessions/${theirMember.session.id}/revoke`,
+    ]) {
+      const response = await owner.post(url, { role: 'owner' });
+      expect(response.statusCode, url).toBe(404);
+    }
+    expect((await theirs.browser.get('/dashboard/team')).body).toContain(
+      `${theirMember.member.name} · developer`,
+    );
+    // Inviting someone of another account says nothing about that account.
+    const taken = await owner.post('/dashboard/team/invitations', {
+      email: theirMember.member.email,
+      role: 'viewer',
+    });
+    expect(taken.statusCode).toBe(409);
+    expect(taken.body).toContain('cannot be invited');
+    expect(taken.body).not.toContain(theirs.customer.account.id);
+  });
+
+  it('withdraw a removed or demoted owner’s invitations', async () => {
+    const { customer, browser: first } = await member();
+    const email = newEmail();
+    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+    const second = new Browser(ctx.app);
+    await second.get(`/dashboard/invitations/${token}`);
+    await second.post(`/dashboard/invitations/${token}`, { name: 'Second', password: PASSWORD });
+    await second.get('/dashboard/team');
+    const invited = await second.post('/dashboard/team/invitations', { email: newEmail(), role: 'owner' });
+    const link = /\/dashboard\/invitations\/(dinv_\w+)/.exec(invited.body)![1]!;
+    expect(await ctx.container.dashboard.openInvite(link)).not.toBeNull();
+    const secondId = (await ctx.container.dashboard.sessionOf(second.session()!))!.member.id;
+    await first.get('/dashboard/team');
+    expect((await first.post(`/dashboard/team/people/${secondId}/remove`, {})).statusCode).toBe(303);
+    expect(await ctx.container.dashboard.openInvite(link)).toBeNull();
+    expect((await new Browser(ctx.app).get(`/dashboard/invitations/${link}`)).statusCode).toBe(404);
   });
 
   it('keep an owner on the account', async () => {

@@ -51,3 +51,19 @@ describe('a failed statement in the log', () => {
     expect(lines.join('\n')).not.toContain(secret.slice(4, 20));
   });
 });
+
+describe('a dashboard invitation link in the log', () => {
+  it('is logged without its token, and its request is still described', async () => {
+    const customer = await ctx.container.accounts.createAccount({ name: 'Logged', plan: 'pro' });
+    const { token } = await ctx.container.dashboard.inviteOwner(
+      customer.id,
+      `logged${Date.now()}@example.com`,
+    );
+    lines.length = 0;
+    const response = await ctx.app.inject({ method: 'GET', url: `/dashboard/invitations/${token}?x=1` });
+    expect(response.statusCode).toBe(200);
+    expect(lines.join('\n')).not.toContain(token);
+    const incoming = lines.map((line) => JSON.parse(line)).find((line) => line.msg === 'incoming request');
+    expect(incoming?.req).toMatchObject({ method: 'GET', url: '/dashboard/invitations/…?x=1' });
+  });
+});

@@ -166,7 +166,7 @@ export const SettingsSchema = Type.Object({
     default: '1',
     pattern: '^\\d{1,12}(\\.\\d{1,6})?$',
     description:
-      'A live balance falling under this many USD emits balance.low to the apps of the account (an owner may set the account its own in the dashboard); 0 turns it off.',
+      'A live balance falling under this many USD emits balance.low to the apps of the account, unless an owner set the account its own threshold in the dashboard; 0 turns it off for the other accounts.',
   }),
 });
 

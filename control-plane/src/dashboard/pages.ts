@@ -22,11 +22,13 @@ interface Context {
 export interface MemberContext extends Context {
   member: Member;
   session: SessionRow;
+  /** Clears the browser's session cookie (the session itself is ended by the service). */
+  signOut(): void;
 }
 
 export interface AnonymousContext extends Context {
-  /** Signs the browser in with a new session's token. */
-  signIn(sessionToken: string): void;
+  /** Signs the browser in with a new session's token, ending the one it had. */
+  signIn(sessionToken: string): Promise<void>;
   member: Member | null;
 }
 

@@ -27,8 +27,8 @@ const ASSET_TYPES = {
 const FORM_BODY_LIMIT = 64 * 1024;
 
 /**
- * Pages run their own scripts and styles only, are never framed, never cached, and never leak their
- * URLs (invitation links carry a token) to another site.
+ * Pages run their own scripts and styles only, are never framed, and never leak their URLs
+ * (invitation links carry a token) to another site.
  */
 const SECURITY_HEADERS = {
   'content-security-policy':
@@ -37,7 +37,6 @@ const SECURITY_HEADERS = {
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
   'referrer-policy': 'same-origin',
-  'cache-control': 'no-store',
 };
 
 function loadAssets(): Map<string, Buffer> {
@@ -75,7 +74,8 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT },
       (_request, body, done) => {
-        const form: Form = {};
+        // No prototype: a field named __proto__ is just a field.
+        const form: Form = Object.create(null);
         for (const [name, value] of new URLSearchParams(body as string)) {
           const earlier = form[name];
           form[name] =
@@ -86,6 +86,8 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
     );
     scope.addHook('onSend', async (_request, reply) => {
       reply.headers(SECURITY_HEADERS);
+      // Pages are never cached; the assets say otherwise for themselves.
+      if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     });
 
     scope.get('/dashboard/assets/:name', async (request, reply) => {
@@ -130,7 +132,7 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
           }
           const base = {
             params: request.params as Record<string, string>,
-            query: request.query as Record<string, string>,
+            query: firstValues(request.query as Record<string, string | string[]>),
             form: (request.body ?? {}) as Form,
             client: { address: request.ip, userAgent: String(request.headers['user-agent'] ?? '') },
             path: request.url.split('?')[0]!,
@@ -144,11 +146,14 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
               csrf: token,
               member: found?.member ?? null,
               page: (title, body) => layout({ title, csrf: token, path: base.path }, body),
-              signIn: (newToken) =>
+              signIn: async (newToken) => {
+                // The browser's earlier session, if any, ends: one browser, one session.
+                if (found) await options.dashboard.revokeSession(found.member, found.session.id);
                 reply.header(
                   'set-cookie',
                   cookie(SESSION_COOKIE, newToken, { secure, maxAgeSeconds: SESSION_TTL_MS / 1000 }),
-                ),
+                );
+              },
             });
           } else {
             if (!found) {
@@ -164,6 +169,8 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
               csrf: token,
               member: found.member,
               session: found.session,
+              signOut: () =>
+                reply.header('set-cookie', cookie(SESSION_COOKIE, '', { secure, maxAgeSeconds: 0 })),
               page: (title, body, extra = {}) =>
                 layout({ title, csrf: token, path: base.path, member: found.member, ...extra }, body),
             });
@@ -217,6 +224,13 @@ function sameOriginReferrer(request: FastifyRequest): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A query parameter given twice counts once, as its first value. */
+function firstValues(query: Record<string, string | string[]>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(query).map(([name, value]) => [name, Array.isArray(value) ? (value[0] ?? '') : value]),
+  );
 }
 
 function sendPage(reply: FastifyReply, status: number, page: Html) {

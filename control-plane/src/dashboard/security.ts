@@ -9,7 +9,12 @@ export function readCookies(header: string | undefined): Map<string, string> {
   const cookies = new Map<string, string>();
   for (const part of (header ?? '').split(';')) {
     const at = part.indexOf('=');
-    if (at > 0) cookies.set(part.slice(0, at).trim(), decodeURIComponent(part.slice(at + 1).trim()));
+    if (at <= 0) continue;
+    try {
+      cookies.set(part.slice(0, at).trim(), decodeURIComponent(part.slice(at + 1).trim()));
+    } catch {
+      // Another application's cookie on the same host, badly encoded: not ours, skipped.
+    }
   }
   return cookies;
 }

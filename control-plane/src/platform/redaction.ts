@@ -52,3 +52,26 @@ export function errorForLog(error: unknown): LoggedError {
   };
   return describe(error, 0);
 }
+
+/** A dashboard invitation link's token: it signs its holder up, so logs never keep it. */
+const INVITATION_PATH = /(\/dashboard\/invitations\/)[^/?#]+/;
+
+/**
+ * A request as the log shows it (fastify's fields), its URL without the secret an invitation link
+ * carries in its path.
+ */
+export function requestForLog(request: {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}) {
+  return {
+    method: request.method,
+    url: request.url.replace(INVITATION_PATH, '$1…'),
+    host: request.host,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
+}

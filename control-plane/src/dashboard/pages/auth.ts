@@ -41,7 +41,7 @@ export function authPages(dashboard: DashboardService) {
           { email: field(ctx.form, 'email'), password: field(ctx.form, 'password') },
           ctx.client,
         );
-        ctx.signIn(sessionToken);
+        await ctx.signIn(sessionToken);
         return { redirect: nextPath(field(ctx.form, 'next')) };
       },
     },
@@ -51,6 +51,7 @@ export function authPages(dashboard: DashboardService) {
       access: 'read',
       handle: async (ctx) => {
         await dashboard.revokeSession(ctx.member, ctx.session.id);
+        ctx.signOut();
         return { redirect: '/dashboard/login' };
       },
     },
@@ -96,7 +97,7 @@ export function authPages(dashboard: DashboardService) {
           { name: field(ctx.form, 'name'), password: field(ctx.form, 'password') },
           ctx.client,
         );
-        ctx.signIn(sessionToken);
+        await ctx.signIn(sessionToken);
         return { redirect: '/dashboard/apps' };
       },
     },

@@ -1,4 +1,4 @@
-import { ROLES } from '../../modules/dashboard/schema.js';
+import { PASSWORD_MIN, ROLES } from '../../modules/dashboard/schema.js';
 import type { DashboardService } from '../../modules/dashboard/service.js';
 import { when } from '../format.js';
 import { html } from '../html.js';
@@ -10,6 +10,12 @@ const RIGHTS_TEXT = {
   developer: 'apps, keys, webhooks, settings, storage and secrets',
   viewer: 'reads everything but secrets; changes nothing',
 } as const;
+
+const NOTICES = {
+  session: 'The session is signed out.',
+  others: 'Every other session of yours is signed out.',
+  password: 'Your password is changed; your other sessions are signed out.',
+};
 
 /** The account's people, invitations and the member's own sessions. */
 export function teamPages(deps: { dashboard: DashboardService; publicUrl: string }) {
@@ -27,7 +33,7 @@ export function teamPages(deps: { dashboard: DashboardService; publicUrl: string
         const canManage = dashboard.can(ctx.member, 'manage_team');
         return ctx.page(
           'Team',
-          html`${ctx.query.done === 'session' ? html`<p class="notice" role="status">The session is signed out.</p>` : ''}
+          html`${Object.hasOwn(NOTICES, ctx.query.done ?? '') ? html`<p class="notice" role="status">${NOTICES[ctx.query.done as keyof typeof NOTICES]}</p>` : ''}
           <ul class="muted">${ROLES.map((role) => html`<li><strong>${role}</strong>: ${RIGHTS_TEXT[role]}</li>`)}</ul>
           <h2>People</h2>
           <div class="table-wrap" tabindex="0"><table><caption class="visually-hidden">People of the account</caption>
@@ -80,7 +86,18 @@ export function teamPages(deps: { dashboard: DashboardService; publicUrl: string
               ) => html`<tr><td>${session.user_agent || 'unknown'}${session.id === ctx.session.id ? ' (this one)' : ''}</td>
                 <td>${session.address}</td><td>${when(session.created_at)}</td><td>${when(session.last_seen_at)}</td>
                 <td>${postButton(`/dashboard/sessions/${session.id}/revoke`, ctx.csrf, 'Sign out')}</td></tr>`,
-            )}</tbody></table></div>`,
+            )}</tbody></table></div>
+          ${sessions.length > 1 ? html`<div class="actions">${postButton('/dashboard/sessions/others/revoke', ctx.csrf, 'Sign out everywhere else')}</div>` : ''}
+          <h2>Your password</h2>
+          <form method="post" action="/dashboard/password" class="narrow">${csrfField(ctx.csrf)}
+            <div class="field"><label for="current-password">Current password</label>
+              <input id="current-password" name="current_password" type="password" autocomplete="current-password" required></div>
+            <div class="field"><label for="new-password">New password</label>
+              <input id="new-password" name="new_password" type="password" autocomplete="new-password" required
+                minlength="${PASSWORD_MIN}" aria-describedby="new-password-hint">
+              <p class="hint" id="new-password-hint">At least ${PASSWORD_MIN} characters. Your other sessions are signed out.</p></div>
+            <div class="actions"><button type="submit">Change password</button></div>
+          </form>`,
         );
       },
     },
@@ -140,10 +157,30 @@ export function teamPages(deps: { dashboard: DashboardService; publicUrl: string
       access: 'read',
       handle: async (ctx) => {
         await dashboard.revokeSession(ctx.member, ctx.params.session!);
-        return {
-          redirect:
-            ctx.params.session === ctx.session.id ? '/dashboard/login' : '/dashboard/team?done=session',
-        };
+        if (ctx.params.session !== ctx.session.id) return { redirect: '/dashboard/team?done=session' };
+        ctx.signOut();
+        return { redirect: '/dashboard/login' };
+      },
+    },
+    {
+      method: 'POST',
+      url: '/dashboard/sessions/others/revoke',
+      access: 'read',
+      handle: async (ctx) => {
+        await dashboard.revokeOtherSessions(ctx.member, ctx.session.id);
+        return { redirect: '/dashboard/team?done=others' };
+      },
+    },
+    {
+      method: 'POST',
+      url: '/dashboard/password',
+      access: 'read',
+      handle: async (ctx) => {
+        await dashboard.changePassword(ctx.member, ctx.session.id, {
+          current: field(ctx.form, 'current_password'),
+          next: field(ctx.form, 'new_password'),
+        });
+        return { redirect: '/dashboard/team?done=password' };
       },
     },
   );

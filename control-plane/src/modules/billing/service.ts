@@ -151,7 +151,8 @@ export function createBillingService(deps: {
 
     /**
      * The account's balance.low threshold: its own, or null when it takes the operator's default.
-     * Setting one re-arms the event, so that a balance already under it is told at once.
+     * A new value re-arms the event, so that a balance already under it is told at once (saving the
+     * same value again tells nothing new).
      */
     lowBalanceThreshold: async (accountId: string) => {
       const row = await billingStore(deps.pool).lowBalanceThreshold(accountId);

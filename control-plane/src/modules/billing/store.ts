@@ -144,10 +144,12 @@ export function billingStore(db: Db) {
         update accounts set balance_low_armed = true
         where not balance_low_armed and balance_micros >= ${thresholdOf(defaultMicros)}`),
 
-    /** The account's own threshold (null: the operator's default). */
+    /** The account's own threshold (null: the operator's default); a new value re-arms the event. */
     setLowBalanceThreshold: (accountId: string, micros: number | null) =>
       db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
-        update accounts set low_balance_threshold_micros = ${micros}, balance_low_armed = true
+        update accounts
+        set balance_low_armed = balance_low_armed or low_balance_threshold_micros is distinct from ${micros},
+            low_balance_threshold_micros = ${micros}
         where id = ${accountId} returning id`),
 
     lowBalanceThreshold: (accountId: string) =>

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import type { DatabasePool } from 'slonik';
+import { type DatabasePool, UniqueIntegrityConstraintViolationError } from 'slonik';
+import { clientNetwork } from '../../platform/addresses.js';
 import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -57,6 +58,12 @@ function checkName(name: string): string {
   return trimmed;
 }
 
+const inviteGone = () =>
+  new ServiceError(
+    'not_found',
+    'This invitation link has expired, was used or was withdrawn; ask for a new one',
+  );
+
 const refused = (right: Right) =>
   errors.forbidden(
     {
@@ -91,11 +98,29 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
     return token;
   }
 
-  /** Failed sign-ins counted per email and per client address, in fixed windows. */
-  function failureKeys(email: string, address: string) {
+  /**
+   * Sign-in attempts counted per email and per client network (an IPv6 /64 is one), in fixed
+   * windows, before the password is checked: a burst of concurrent guesses is counted as it arrives.
+   */
+  async function countAttempt(email: string, address: string) {
     const { index, secondsLeft } = fixedWindow(deps.clock.now(), LOGIN_WINDOW_SECONDS);
     const emailKey = `svc:dash:login:email:${sha256(email).toString('hex').slice(0, 32)}:${index}`;
-    return { emailKey, addressKey: `svc:dash:login:addr:${address}:${index}`, secondsLeft };
+    const addressKey = `svc:dash:login:addr:${clientNetwork(address)}:${index}`;
+    const counted = await deps.redis
+      .multi()
+      .incr(emailKey)
+      .expire(emailKey, secondsLeft)
+      .incr(addressKey)
+      .expire(addressKey, secondsLeft)
+      .exec();
+    const [byEmail, byAddress] = [Number(counted?.[0]?.[1]), Number(counted?.[2]?.[1])];
+    if (byEmail > LOGIN_FAILURES_PER_EMAIL || byAddress > LOGIN_FAILURES_PER_ADDRESS)
+      throw errors.rateLimited(
+        `Too many failed sign-ins; try again in ${Math.ceil(secondsLeft / 60)} minutes`,
+        secondsLeft,
+      );
+    /** A success takes its attempt back and clears the email's failures. */
+    return () => deps.redis.multi().del(emailKey).decr(addressKey).exec();
   }
 
   async function issueInvite(accountId: string, email: string, role: Role, invitedBy: string | null) {
@@ -128,13 +153,26 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
     can: (member: Member, right: Right) => can(member.role, right),
 
     /** The operator's way in for an account (the admin CLI): an invitation to become an owner. */
-    inviteOwner: (accountId: string, email: string) => issueInvite(accountId, email, 'owner', null),
+    inviteOwner: async (accountId: string, email: string) => {
+      const taken = await store.userWithPassword(normalEmail(email));
+      if (taken)
+        throw errors.conflict(`${taken.email} already has a dashboard account (in ${taken.account_id})`);
+      return issueInvite(accountId, email, 'owner', null);
+    },
 
-    /** An owner's invitation of someone: the link is shown to the owner once, to pass on. */
+    /**
+     * An owner's invitation of someone: the link is shown to the owner once, to pass on. An address
+     * taken in another account is refused without saying so (an owner learns nothing of other accounts).
+     */
     invite: async (member: Member, input: { email: string; role: Role }) => {
       if (!can(member.role, 'manage_team')) throw refused('manage_team');
-      if (await store.emailTaken(normalEmail(input.email)))
-        throw errors.conflict(`${normalEmail(input.email)} already has a dashboard account`);
+      const taken = await store.userWithPassword(normalEmail(input.email));
+      if (taken)
+        throw errors.conflict(
+          taken.account_id === member.account_id
+            ? `${taken.email} is already in this account`
+            : `${taken.email} cannot be invited: ask them for another address`,
+        );
       return issueInvite(member.account_id, input.email, input.role, member.id);
     },
 
@@ -145,27 +183,29 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
     acceptInvite: async (token: string, input: { name: string; password: string }, client: Client) => {
       const name = checkName(input.name);
       checkPassword(input.password);
+      // Checked before the costly hash, so that made-up links cost the server nothing.
+      if (!(await store.openInvite(sha256(token), deps.clock.now()))) throw inviteGone();
       const passwordHash = await hashPassword(input.password);
       const user = await inTransaction(deps.pool, async (tx) => {
         const txStore = dashboardStore(tx);
         const invite = await txStore.lockOpenInvite(sha256(token), deps.clock.now());
-        if (!invite)
-          throw new ServiceError(
-            'not_found',
-            'This invitation link has expired, was used or was withdrawn; ask for a new one',
-          );
-        if (await txStore.emailTaken(invite.email))
-          throw errors.conflict(`${invite.email} already has a dashboard account; sign in instead`);
+        if (!invite) throw inviteGone();
         await txStore.acceptInvite(invite.id, deps.clock.now());
-        return txStore.insertUser({
-          id: newId('duser'),
-          accountId: invite.account_id,
-          email: invite.email,
-          name,
-          role: invite.role,
-          passwordHash,
-          at: deps.clock.now(),
-        });
+        return txStore
+          .insertUser({
+            id: newId('duser'),
+            accountId: invite.account_id,
+            email: invite.email,
+            name,
+            role: invite.role,
+            passwordHash,
+            at: deps.clock.now(),
+          })
+          .catch((error: unknown) => {
+            if (error instanceof UniqueIntegrityConstraintViolationError)
+              throw errors.conflict(`${invite.email} already has a dashboard account; sign in instead`);
+            throw error;
+          });
       });
       return { user, sessionToken: await startSession(user.id, client) };
     },
@@ -176,27 +216,12 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
      */
     signIn: async (input: { email: string; password: string }, client: Client) => {
       const email = input.email.trim().toLowerCase();
-      const { emailKey, addressKey, secondsLeft } = failureKeys(email, client.address);
-      const [byEmail, byAddress] = (await deps.redis.mget(emailKey, addressKey)).map(Number);
-      if ((byEmail ?? 0) >= LOGIN_FAILURES_PER_EMAIL || (byAddress ?? 0) >= LOGIN_FAILURES_PER_ADDRESS)
-        throw errors.rateLimited(
-          `Too many failed sign-ins; try again in ${Math.ceil(secondsLeft / 60)} minutes`,
-          secondsLeft,
-        );
+      const succeeded = await countAttempt(email, client.address);
       const user = email.length <= EMAIL_MAX ? await store.userWithPassword(email) : null;
       const password = input.password.slice(0, PASSWORD_MAX * 4);
       const matches = await verifyPassword(password, user?.password_hash ?? (await nobodysHash()));
-      if (!user || !matches) {
-        await deps.redis
-          .multi()
-          .incr(emailKey)
-          .expire(emailKey, secondsLeft)
-          .incr(addressKey)
-          .expire(addressKey, secondsLeft)
-          .exec();
-        throw new ServiceError('authentication_error', 'Wrong email or password');
-      }
-      await deps.redis.del(emailKey);
+      if (!user || !matches) throw new ServiceError('authentication_error', 'Wrong email or password');
+      await succeeded();
       const { password_hash: _, ...member } = user;
       return { user: member, sessionToken: await startSession(user.id, client) };
     },
@@ -216,6 +241,20 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
       const { at, idleSince } = sessionWindow();
       return store.sessions(member.id, at, idleSince);
     },
+
+    /** A new password, given the current one: every other session of the member ends. */
+    changePassword: async (member: Member, sessionId: string, input: { current: string; next: string }) => {
+      checkPassword(input.next);
+      const stored = await store.passwordHash(member.id);
+      if (!(await verifyPassword(input.current.slice(0, PASSWORD_MAX * 4), stored)))
+        throw errors.invalidField('body', 'current_password', 'is not your current password');
+      await store.setPassword(member.id, await hashPassword(input.next));
+      await store.revokeSessionsOf(member.id, sessionId, deps.clock.now());
+    },
+
+    /** Signs the member out everywhere but here. */
+    revokeOtherSessions: (member: Member, sessionId: string) =>
+      store.revokeSessionsOf(member.id, sessionId, deps.clock.now()),
 
     /** Ends one of the member's own sessions (signing out is ending the current one). */
     revokeSession: async (member: Member, sessionId: string) => {
@@ -246,6 +285,8 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
           throw errors.conflict('The account needs an owner: make someone else an owner first');
         const changed = await txStore.setRole(member.account_id, userId, role);
         if (!changed) throw errors.notFound(`Person ${userId}`);
+        // Invitations are an owner's act: a former owner's links stop working.
+        if (role !== 'owner') await txStore.revokeInvitesBy(userId, deps.clock.now());
         return changed;
       });
     },
@@ -258,6 +299,7 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
         const owners = await txStore.lockOwners(member.account_id);
         if (owners.length === 1 && owners[0] === userId)
           throw errors.conflict('The account needs an owner: make someone else an owner first');
+        await txStore.revokeInvitesBy(userId, deps.clock.now());
         const removed = await txStore.deleteUser(member.account_id, userId);
         if (!removed) throw errors.notFound(`Person ${userId}`);
         return removed;

@@ -27,9 +27,6 @@ export function dashboardStore(db: Db) {
       db.anyFirst(sql.type(z.object({ id: z.string() }))`
         select id from dashboard_users where account_id = ${accountId} and role = 'owner' order by id for update`),
 
-    emailTaken: (email: string) =>
-      db.exists(sql.unsafe`select 1 from dashboard_users where email = ${email}`),
-
     insertUser: (user: {
       id: string;
       accountId: string;
@@ -154,6 +151,25 @@ export function dashboardStore(db: Db) {
         where account_id = ${accountId} and accepted_at is null and revoked_at is null
           and expires_at > ${sql.timestamp(at)}
         order by created_at desc, id desc`),
+
+    /** Withdraws the open invitations someone issued (they leave, or stop being an owner). */
+    revokeInvitesBy: (userId: string, at: Date) =>
+      db.query(sql.unsafe`
+        update dashboard_invites set revoked_at = ${sql.timestamp(at)}
+        where invited_by = ${userId} and accepted_at is null and revoked_at is null`),
+
+    setPassword: (userId: string, passwordHash: string) =>
+      db.query(sql.unsafe`update dashboard_users set password_hash = ${passwordHash} where id = ${userId}`),
+
+    passwordHash: (userId: string) =>
+      db.oneFirst(sql.type(z.object({ password_hash: z.string() }))`
+        select password_hash from dashboard_users where id = ${userId}`),
+
+    /** Ends every live session of a user but one (null: all of them). */
+    revokeSessionsOf: (userId: string, keep: string | null, at: Date) =>
+      db.query(sql.unsafe`
+        update dashboard_sessions set revoked_at = ${sql.timestamp(at)}
+        where user_id = ${userId} and revoked_at is null and id is distinct from ${keep}`),
 
     revokeInvite: (accountId: string, id: string, at: Date) =>
       db.maybeOne(sql.type(InviteRow)`
