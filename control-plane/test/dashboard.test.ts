@@ -9,6 +9,7 @@ import {
   SESSION_IDLE_MS,
 } from '../src/modules/dashboard/schema.js';
 import { parseUsd } from '../src/platform/money.js';
+import { appWithUsers } from './app-users.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 const PASSWORD = 'correct horse battery staple';
@@ -91,17 +92,21 @@ const newEmail = () => {
   return `person${Date.now()}.${emails}@example.com`;
 };
 
+/** An owner of the account the operator invites, signed in: their browser and email. */
+async function anotherOwner(customer: Awaited<ReturnType<typeof createCustomer>>, name = 'Olga Owner') {
+  const email = newEmail();
+  const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
+  const browser = new Browser(ctx.app);
+  await browser.get(`/dashboard/invitations/${token}`);
+  const joined = await browser.post(`/dashboard/invitations/${token}`, { name, password: PASSWORD });
+  expect(joined.statusCode).toBe(303);
+  return { browser, email };
+}
+
 /** An account with an app and a key, and a signed-in person of the given role in it. */
 async function member(role: Role = 'owner', customer?: Awaited<ReturnType<typeof createCustomer>>) {
   const account = customer ?? (await createCustomer(ctx.container));
-  const { token } = await ctx.container.dashboard.inviteOwner(account.account.id, newEmail());
-  const owner = new Browser(ctx.app);
-  await owner.get(`/dashboard/invitations/${token}`);
-  const joined = await owner.post(`/dashboard/invitations/${token}`, {
-    name: 'Olga Owner',
-    password: PASSWORD,
-  });
-  expect(joined.statusCode).toBe(303);
+  const { browser: owner } = await anotherOwner(account);
   if (role === 'owner') return { browser: owner, customer: account };
   await owner.get('/dashboard/team');
   const email = newEmail();
@@ -171,11 +176,7 @@ describe('dashboard sign-in', () => {
 
   it(`refuses every sign-in after ${LOGIN_FAILURES_PER_EMAIL} failures for an email, until the window ends`, async () => {
     const { customer } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const owner = new Browser(ctx.app);
-    await owner.get(`/dashboard/invitations/${token}`);
-    await owner.post(`/dashboard/invitations/${token}`, { name: 'Second owner', password: PASSWORD });
+    const { email } = await anotherOwner(customer, 'Second owner');
 
     for (let i = 0; i < LOGIN_FAILURES_PER_EMAIL; i += 1) {
       // Each attempt from another address: the email's own limit is what stops them.
@@ -210,11 +211,7 @@ describe('dashboard sign-in', () => {
 
   it('counts a burst of concurrent guesses as it arrives', async () => {
     const { customer } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const owner = new Browser(ctx.app);
-    await owner.get(`/dashboard/invitations/${token}`);
-    await owner.post(`/dashboard/invitations/${token}`, { name: 'Target', password: PASSWORD });
+    const { email } = await anotherOwner(customer, 'Target');
     const attackers = await Promise.all(
       Array.from({ length: 20 }, async () => {
         const attacker = new Browser(ctx.app);
@@ -245,11 +242,7 @@ describe('dashboard sign-in', () => {
 
   it('sends a signed-in person only to dashboard pages after sign-in', async () => {
     const { customer } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const owner = new Browser(ctx.app);
-    await owner.get(`/dashboard/invitations/${token}`);
-    await owner.post(`/dashboard/invitations/${token}`, { name: 'Next', password: PASSWORD });
+    const { email } = await anotherOwner(customer, 'Next');
     for (const [next, landing] of [
       ['/dashboard/team', '/dashboard/team'],
       ['//evil.example/dashboard', '/dashboard/apps'],
@@ -266,11 +259,7 @@ describe('dashboard sign-in', () => {
 
   it('changes a password given the current one, signing out the other sessions', async () => {
     const { customer } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const phone = new Browser(ctx.app);
-    await phone.get(`/dashboard/invitations/${token}`);
-    await phone.post(`/dashboard/invitations/${token}`, { name: 'Pat', password: PASSWORD });
+    const { browser: phone, email } = await anotherOwner(customer, 'Pat');
     const laptop = new Browser(ctx.app);
     await laptop.get('/dashboard/login');
     await laptop.post('/dashboard/login', { email, password: PASSWORD });
@@ -301,11 +290,7 @@ describe('dashboard sign-in', () => {
 
   it('ends sessions: signing out, from another browser, and after 12 idle hours', async () => {
     const { browser, customer } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const second = new Browser(ctx.app);
-    await second.get(`/dashboard/invitations/${token}`);
-    await second.post(`/dashboard/invitations/${token}`, { name: 'Two', password: PASSWORD });
+    const { browser: second, email } = await anotherOwner(customer, 'Two');
     const laptop = new Browser(ctx.app);
     await laptop.get('/dashboard/login');
     await laptop.post('/dashboard/login', { email, password: PASSWORD });
@@ -499,11 +484,7 @@ describe('dashboard requests', () => {
 
   it('withdraw a removed or demoted owner’s invitations', async () => {
     const { customer, browser: first } = await member();
-    const email = newEmail();
-    const { token } = await ctx.container.dashboard.inviteOwner(customer.account.id, email);
-    const second = new Browser(ctx.app);
-    await second.get(`/dashboard/invitations/${token}`);
-    await second.post(`/dashboard/invitations/${token}`, { name: 'Second', password: PASSWORD });
+    const { browser: second } = await anotherOwner(customer, 'Second');
     await second.get('/dashboard/team');
     const invited = await second.post('/dashboard/team/invitations', { email: newEmail(), role: 'owner' });
     const link = /\/dashboard\/invitations\/(dinv_\w+)/.exec(invited.body)![1]!;
@@ -581,5 +562,26 @@ describe('dashboard requests', () => {
     await browser.post('/dashboard/billing/threshold', { threshold: '0' });
     await ctx.container.billing.notifyLowBalances(parseUsd(ctx.container.settings.SVC_BALANCE_LOW_USD));
     expect(await told()).toHaveLength(1);
+  });
+
+  it('count the app’s organisations, businesses and circles per mode, deleted ones left out', async () => {
+    const world = await appWithUsers(ctx);
+    const { browser } = await member('viewer', world);
+    const ada = await world.user('ada');
+    for (const externalId of ['north', 'south'])
+      expect((await world.asApp('POST', '/v1/orgs', { externalId, name: externalId })).statusCode).toBe(201);
+    expect((await world.asApp('DELETE', '/v1/orgs/south')).statusCode).toBe(200);
+    expect((await ada.call('POST', '/v1/me/businesses', { name: 'Acme' })).statusCode).toBe(201);
+    for (const name of ['Book club', 'Chess'])
+      expect((await ada.call('POST', '/v1/me/circles', { name })).statusCode).toBe(201);
+    const figures = async (mode: string) => {
+      const page = (await browser.get(`/dashboard/apps/${world.app.id}?mode=${mode}`)).body;
+      return [...page.matchAll(/<p class="figure">(\d+)<\/p><p>(?:<a [^>]+>)?([a-z ]+)/g)].map(
+        (m) => `${m[2]} ${m[1]}`,
+      );
+    };
+    // The secret key, and the publishable key the app's realtime settings were made with.
+    expect(await figures('test')).toEqual(['active keys 2', 'organisations 1', 'businesses 1', 'circles 2']);
+    expect(await figures('live')).toEqual(['active keys 0', 'organisations 0', 'businesses 0', 'circles 0']);
   });
 });
