@@ -190,10 +190,14 @@ describe('the dashboard', () => {
     await page.getByLabel('URL').fill(`${receiver.url}/hooks`);
     await page.getByLabel('Description (optional)').fill('orders service');
     await page.getByLabel('balance.low').check();
+    await page.getByLabel('buzz.created').check();
+    await page.getByLabel('Only these profiles (optional)').fill('alice\nbob');
     await page.getByRole('button', { name: 'Register endpoint' }).click();
     await expect.poll(() => page.textContent('h1')).toBe('Endpoint registered');
     const first = (await page.textContent('#endpoint-secret'))!.trim();
     await page.getByRole('link', { name: 'Done, to the endpoint' }).click();
+    expect(await page.locator('dd').nth(2).textContent()).toBe('buzz.created, balance.low');
+    expect(await page.locator('dd').nth(3).textContent()).toBe('alice, bob');
 
     const verifiedWith = (delivery: { body: string; headers: Record<string, unknown> }, key: string) =>
       delivery.headers['x-svc-signature'] ===
@@ -235,7 +239,7 @@ describe('the dashboard', () => {
       .toBe('2');
   });
 
-  it('draws the usage chart once priced calls are made', async () => {
+  it('draws the usage chart once priced calls are made, beside the allowances and prices', async () => {
     await page.goto(`${base}/dashboard/usage?mode=test&days=7`);
     await checkPage(page, 'usage-before');
     const writes = page.locator('#usage-lines tbody tr', { hasText: 'writes' });
@@ -255,6 +259,11 @@ describe('the dashboard', () => {
       )
       .toBe('3 call');
     expect((await chartDrawn()).series).toBe(seriesBefore + 1);
+    expect(await page.textContent('#usage-total')).toBe('$0.0015');
+    const price = page.locator('tr', { hasText: 'generate_calls' });
+    expect(await price.locator('td').nth(2).textContent()).toBe('$0.002 / call');
+    const allowance = page.locator('tr', { hasText: 'signed_urls' }).first();
+    expect(await allowance.locator('td').nth(2).textContent()).toBe('10000 URL');
     await checkPage(page, 'usage');
 
     await page.goto(appUrl());
@@ -264,7 +273,7 @@ describe('the dashboard', () => {
     await checkPage(page, 'app-overview');
   });
 
-  it('shows a ledger line after the operator’s CLI top-up, and the price table', async () => {
+  it('shows a ledger line after the operator’s CLI top-up, and what is owed past the balance', async () => {
     await page.goto(`${base}/dashboard/billing`);
     await checkPage(page, 'balance-empty');
     const reference = `payment-${Date.now()}`;

@@ -522,6 +522,17 @@ describe('dashboard requests', () => {
     expect((await browser.get('/dashboard/apps')).statusCode).toBe(303);
   });
 
+  it('show the usage of 1-90 days, and say so past them', async () => {
+    const { browser } = await member('viewer');
+    for (const days of ['1', '90'])
+      expect((await browser.get(`/dashboard/usage?days=${days}`)).statusCode).toBe(200);
+    for (const days of ['0', '91', 'x']) {
+      const refused = await browser.get(`/dashboard/usage?days=${days}`);
+      expect(refused.statusCode).toBe(422);
+      expect(refused.body).toContain('days must be a whole number 1-90');
+    }
+  });
+
   it('set the balance.low threshold, owners only, in dollars', async () => {
     const { browser, customer } = await member();
     await browser.get('/dashboard/billing');
