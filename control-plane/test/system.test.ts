@@ -31,6 +31,8 @@ describe('/v1/openapi.json', () => {
     ).toHaveProperty('fields');
     expect(document.components.securitySchemes).toHaveProperty('bearerKey');
     expect(document.paths).not.toHaveProperty('/metrics');
+    // The dashboard's pages are for people, not operations of the API.
+    expect(Object.keys(document.paths).filter((path) => path.startsWith('/dashboard'))).toEqual([]);
   });
 
   it('gives every delete the one shape {ok: true, id}', async () => {

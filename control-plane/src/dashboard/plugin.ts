@@ -70,6 +70,10 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
   const files = loadAssets();
 
   await app.register(async (scope) => {
+    // Pages for people, not API operations: the OpenAPI document never lists them.
+    scope.addHook('onRoute', (route) => {
+      route.schema = { ...route.schema, hide: true };
+    });
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: FORM_BODY_LIMIT },
