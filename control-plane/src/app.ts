@@ -8,7 +8,8 @@ import { dashboardOn } from './dashboard/index.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
-import { registerRoutes } from './http/pipeline.js';
+import { markOptionalInputs } from './http/openapi.js';
+import { allowedMethodsOf, registerRoutes } from './http/pipeline.js';
 import { registerValidation } from './http/validation.js';
 import { aboutRoutes } from './modules/about/routes.js';
 import { aiRoutes } from './modules/ai/routes.js';
@@ -105,7 +106,6 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   app.addHook('onSend', async (request, reply) => {
     reply.header(COST_HEADER, formatUsd(request.costMicros));
   });
-  registerErrorHandling(app);
   const metrics = options.metrics ?? createHttpMetrics();
   metrics.observe(app);
   const listener = options.listener ?? 'public';
@@ -113,6 +113,10 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
   // The OpenAPI document is the public listener's, and describes only its operations.
   if (listener === 'public')
     await app.register(swagger, {
+      transformObject: (documentObject) =>
+        'openapiObject' in documentObject
+          ? markOptionalInputs(documentObject.openapiObject)
+          : documentObject.swaggerObject,
       openapi: {
         openapi: '3.1.0',
         info: {
@@ -167,25 +171,23 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     ...mediaRoutes(container.media),
     ...(options.routes ?? []),
   ];
+  const served = routes.filter((declared) => listenerOf(declared) === listener);
+  registerErrorHandling(app, allowedMethodsOf(served));
   // The developer dashboard is for people, with sessions of its own: the public listener, never the API's pipeline.
   if (listener === 'public') await dashboardOn(app, container);
-  registerRoutes(
-    app,
-    routes.filter((declared) => listenerOf(declared) === listener),
-    {
-      keys: container.accounts.resolver,
-      users: container.userTokens.verifier,
-      clock: container.clock,
-      admission: container.admission,
-      metering: container.metering,
-      accrual: container.accrual,
-      idempotency: container.idempotency,
-      internalSecrets: {
-        ejabberd: container.settings.SVC_EJABBERD_AUTH_SECRET,
-        minio: container.settings.SVC_MINIO_WEBHOOK_SECRET,
-      },
+  registerRoutes(app, served, {
+    keys: container.accounts.resolver,
+    users: container.userTokens.verifier,
+    clock: container.clock,
+    admission: container.admission,
+    metering: container.metering,
+    accrual: container.accrual,
+    idempotency: container.idempotency,
+    internalSecrets: {
+      ejabberd: container.settings.SVC_EJABBERD_AUTH_SECRET,
+      minio: container.settings.SVC_MINIO_WEBHOOK_SECRET,
     },
-  );
+  });
   return app;
 }
 

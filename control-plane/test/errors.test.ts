@@ -193,6 +193,21 @@ describe('unknown routes', () => {
     });
     expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
   });
+
+  it('answer 405 with Allow where the path exists with other methods', async () => {
+    const balance = await ctx.app.inject({ method: 'PATCH', url: '/v1/realtime/balance' });
+    expect(balance.statusCode).toBe(405);
+    expect(balance.headers.allow).toBe('GET');
+    expect(balance.json()).toEqual({
+      error: { type: 'method_not_allowed', message: '/v1/realtime/balance does not take PATCH: use GET' },
+    });
+    // A path parameter matches one segment: a declared static path beside it keeps its own methods.
+    const object = await ctx.app.inject({ method: 'PUT', url: '/v1/storage/objects/obj_x?y=1' });
+    expect(object.statusCode).toBe(405);
+    expect(object.headers.allow).toBe('DELETE, GET');
+    const deeper = await ctx.app.inject({ method: 'PUT', url: '/v1/storage/objects/obj_x/nothing' });
+    expect(deeper.statusCode).toBe(404);
+  });
 });
 
 describe('request ids', () => {

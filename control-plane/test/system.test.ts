@@ -31,6 +31,15 @@ describe('/v1/openapi.json', () => {
     ).toHaveProperty('fields');
     expect(document.components.securitySchemes).toHaveProperty('bearerKey');
     expect(document.paths).not.toHaveProperty('/metrics');
+    // What may be left out says so: a parameter with a default, a body of optional fields.
+    const days = document.paths['/v1/realtime/usage'].get.parameters.find(
+      (parameter: { name: string }) => parameter.name === 'days',
+    );
+    expect(days).toMatchObject({ required: false, schema: { default: 30 } });
+    expect(document.paths['/v1/realtime/app'].patch.requestBody.required).toBe(false);
+    expect(document.paths['/v1/webhooks'].post.requestBody.required).toBe(true);
+    // Input the schema refuses is a 422, on public operations too.
+    expect(document.paths['/media/{id}'].get.responses).toHaveProperty('422');
     // The dashboard's pages are for people, not operations of the API.
     expect(Object.keys(document.paths).filter((path) => path.startsWith('/dashboard'))).toEqual([]);
   });

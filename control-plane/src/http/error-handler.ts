@@ -92,10 +92,25 @@ export function renderError(
   return reply.code(rendered.status).send(rendered.toBody());
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+/**
+ * `allowedMethods` names the methods the API takes on a path: a path it has, asked with another
+ * method, is a 405 with Allow rather than a 404.
+ */
+export function registerErrorHandling(
+  app: FastifyInstance,
+  allowedMethods: (path: string) => string[] = () => [],
+): void {
   app.setErrorHandler(renderError);
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(errors.notFound(`Route ${request.method} ${request.url.split('?')[0]}`).toBody()),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedMethods(path);
+    return renderError(
+      allowed.length > 0
+        ? errors.methodNotAllowed(request.method, path, allowed)
+        : errors.notFound(`Route ${request.method} ${path}`),
+      request,
+      reply,
+    );
+  });
 }

@@ -54,9 +54,38 @@ const CORS_HEADERS = {
     'x-svc-cost-usd, x-request-id, ratelimit-limit, ratelimit-remaining, ratelimit-reset, retry-after, idempotent-replayed',
 };
 
+/**
+ * The methods declared on the paths a URL path matches (a parameter takes one segment, `*` the
+ * rest), for the 405 of a method asked where it is not declared.
+ */
+export function allowedMethodsOf(routes: readonly Route[]): (path: string) => string[] {
+  const patterns = routes.map((declared) => ({
+    method: declared.method,
+    matches: new RegExp(
+      `^${declared.url
+        .split('/')
+        .map((segment) =>
+          segment.startsWith(':')
+            ? '[^/]+'
+            : segment === '*'
+              ? '.*'
+              : segment.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
+        )
+        .join('/')}$`,
+    ),
+  }));
+  return (path) => {
+    const methods = new Set(patterns.filter((pattern) => pattern.matches.test(path)).map((p) => p.method));
+    return [...methods].sort();
+  };
+}
+
 function errorStatuses(declared: Route): ErrorStatus[] {
   const statuses = [...AUTH_ERRORS[declared.auth], ...(declared.errors ?? [])];
   if (declared.price || declared.needsBalance || declared.paidPlan) statuses.push(402);
+  // Whatever takes input can be sent input its schema refuses.
+  const takesInput = declared.params || declared.query || declared.body;
+  if (takesInput && !statuses.includes(422)) statuses.push(422);
   return statuses;
 }
 

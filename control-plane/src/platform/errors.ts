@@ -12,6 +12,7 @@ export const ERROR_TYPES = {
   payment_required: 402,
   permission_error: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   gone: 410,
   rate_limited: 429,
@@ -115,6 +116,11 @@ export const errors = {
   invalidField: (place: FieldError['in'], field: string, message: string) =>
     errors.validation([{ in: place, field, message }]),
   notFound: (what: string) => new ServiceError('not_found', `${what} not found`),
+  /** A path the API has, asked with a method it does not take there. */
+  methodNotAllowed: (method: string, path: string, allowed: readonly string[]) =>
+    new ServiceError('method_not_allowed', `${path} does not take ${method}: use ${allowed.join(' or ')}`, {
+      headers: { allow: allowed.join(', ') },
+    }),
   conflict: (message: string, code?: string) => new ServiceError('conflict', message, code ? { code } : {}),
   /** An operation that no longer exists; the message names what to use instead. */
   gone: (message: string, code: string) => new ServiceError('gone', message, { code }),

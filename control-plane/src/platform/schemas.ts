@@ -41,6 +41,7 @@ const ERROR_MEANINGS: Record<ErrorStatus, string> = {
   402: 'PAYMENT_REQUIRED: the live balance cannot pay, or the plan does not include this operation',
   403: 'The app forbids this (a product switched off, a quota reached)',
   404: 'No such resource for this app and key mode',
+  405: 'The path does not take this method (Allow lists those it takes)',
   409: 'The resource is not in a state that allows this',
   410: 'The operation is gone; the message names what to use instead',
   422: 'Validation failed: every failing field is listed',

@@ -109,9 +109,11 @@ export const orgRoutes = (orgs: OrgsService) => [
     auth: 'secret-key',
     tags: ORGS,
     summary: 'Delete an org: every member locked, records and history kept',
+    description:
+      '409 ORG_DELETED for an org already deleted; 409 for a business or circle, which its owner manages through /v1/me/….',
     params: OrgParams,
     response: OrgDeleted,
-    errors: [404],
+    errors: [404, 409],
     price: WRITE,
     handler: ({ caller, params, tx }) => orgs.deleteOrg(caller, params.org, tx),
   }),
