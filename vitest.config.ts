@@ -50,8 +50,21 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['e2e/**/*.test.ts'],
+          exclude: ['e2e/contract-fuzz.test.ts'],
           env,
           testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        // Calls every operation thousands of times, the AI provider's among them: alone, so that no
+        // other test's limits (the provider's queue, per-user rates) meet its traffic.
+        test: {
+          name: 'contract',
+          include: ['e2e/contract-fuzz.test.ts'],
+          sequence: { groupOrder: 1 },
+          env,
+          testTimeout: 900_000,
           hookTimeout: 60_000,
         },
       },
@@ -61,7 +74,7 @@ export default defineConfig({
           name: 'restarts',
           include: ['control-plane/test/restarts/**/*.test.ts'],
           globalSetup: ['control-plane/test/global-setup.ts'],
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
           env,
           testTimeout: 120_000,
           hookTimeout: 30_000,

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
-import { createCustomer, startTestApp, type TestContext } from './support.js';
+import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /** Routes declared the way every module declares them, to see validation and failures end to end. */
 function probeRoutes(app: App) {
@@ -90,6 +90,23 @@ describe('validation failures', () => {
 });
 
 describe('types', () => {
+  it('of a body of optional fields: left out reads as {}, null or a list is refused', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const send = (payload?: string) =>
+      ctx.app.inject({
+        method: 'PATCH',
+        url: '/v1/realtime/app',
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(payload ? { 'content-type': 'application/json' } : {}),
+        },
+        remoteAddress: uniqueAddress(),
+        ...(payload ? { payload } : {}),
+      });
+    expect((await send()).statusCode).toBe(200);
+    for (const payload of ['null', '[]', '"x"']) expect((await send(payload)).statusCode, payload).toBe(422);
+  });
+
   it('are taken as sent in a JSON body: nothing is coerced', async () => {
     for (const [body, field] of [
       [{ user_id: ['a'] }, 'user_id'],
@@ -205,8 +222,17 @@ describe('unknown routes', () => {
     const object = await ctx.app.inject({ method: 'PUT', url: '/v1/storage/objects/obj_x?y=1' });
     expect(object.statusCode).toBe(405);
     expect(object.headers.allow).toBe('DELETE, GET');
+    // A path declared as such names its own resource, not one of a parameter's values beside it.
+    const usage = await ctx.app.inject({ method: 'OPTIONS', url: '/v1/orgs/usage' });
+    expect(usage.headers.allow).toBe('GET');
     const deeper = await ctx.app.inject({ method: 'PUT', url: '/v1/storage/objects/obj_x/nothing' });
     expect(deeper.statusCode).toBe(404);
+    // Methods no route takes are answered before any body is read.
+    for (const method of ['QUERY', 'TRACE'] as const) {
+      const odd = await ctx.app.inject({ method, url: '/v1/realtime/balance' } as never);
+      expect(odd.statusCode, method).toBe(405);
+      expect(odd.json().error.type).toBe('method_not_allowed');
+    }
   });
 });
 

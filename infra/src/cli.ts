@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { adminCommand } from './admin.js';
 import { ensureDevKey, renderBanner } from './banner.js';
 import { StackError, UsageError } from './errors.js';
-import { installServers, TOOL_PACKAGES } from './install.js';
+import { installServers, TOOL_PACKAGES, TOOL_PYTHON_ENVS } from './install.js';
 import { followLogs, tailLines } from './logs.js';
 import { stackPaths } from './paths.js';
 import { parseProfile } from './profile.js';
@@ -94,7 +94,10 @@ async function main(argv: readonly string[]): Promise<number> {
     return testCommand();
   }
   if (command === 'install') {
-    await installServers(SERVERS, stackPaths(profile).binDir, TOOL_PACKAGES);
+    await installServers(SERVERS, stackPaths(profile).binDir, {
+      packages: TOOL_PACKAGES,
+      pythonEnvs: TOOL_PYTHON_ENVS,
+    });
     return 0;
   }
   const context = createContext(profile);

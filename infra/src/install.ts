@@ -3,10 +3,16 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { join } from 'node:path';
 import { StackError } from './errors.js';
 import { findOnPath, privileged, run, runChecked } from './exec.js';
+import { REPO_ROOT } from './paths.js';
 import type { GoBinary, PythonEnv, ServerDefinition } from './servers/types.js';
 
 /** Not servers, but needed on the machine: chromium for browser tests, docker-compose for self-hosters. */
 export const TOOL_PACKAGES = ['chromium', 'docker-compose'] as const;
+
+/** The test runner's Python tools: schemathesis, which fuzzes the API from its OpenAPI document. */
+export const TOOL_PYTHON_ENVS: readonly PythonEnv[] = [
+  { name: 'fuzz-venv', requirements: join(REPO_ROOT, 'e2e', 'fuzz', 'requirements.txt'), noDeps: [] },
+];
 
 /**
  * Debian starts a package's service as it installs it. A policy-rc.d that answers 101 ("action
@@ -96,7 +102,7 @@ async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
   const buildDir = join(binDir, `.build-${env.name}`);
   rmSync(buildDir, { recursive: true, force: true });
   const started = Date.now();
-  console.log(`installing ${env.name} from ${env.requirements} (wheels from PyPI, about half a GB)`);
+  console.log(`installing ${env.name} from ${env.requirements} (wheels from PyPI)`);
   await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
   // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
   // python finds the environment beside it wherever it is).
@@ -105,14 +111,15 @@ async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
   await runChecked(`installing ${env.name}`, pip[0], [...pip.slice(1), ...flags, '-r', env.requirements], {
     inherit: true,
   });
-  await runChecked(
-    `installing ${env.noDeps.join(' ')}`,
-    pip[0],
-    [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
-    {
-      inherit: true,
-    },
-  );
+  if (env.noDeps.length > 0)
+    await runChecked(
+      `installing ${env.noDeps.join(' ')}`,
+      pip[0],
+      [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
+      {
+        inherit: true,
+      },
+    );
   rmSync(target, { recursive: true, force: true });
   renameSync(buildDir, target);
   writeFileSync(stampFile, `${pin}\n`);
@@ -123,13 +130,17 @@ async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
 export async function installServers(
   servers: readonly ServerDefinition[],
   binDir: string,
-  extraPackages: readonly string[] = [],
+  tools: { packages?: readonly string[]; pythonEnvs?: readonly PythonEnv[] } = {},
 ): Promise<void> {
-  await ensurePackages([...servers.flatMap((server) => server.aptPackages), ...extraPackages]);
+  await ensurePackages([...servers.flatMap((server) => server.aptPackages), ...(tools.packages ?? [])]);
   mkdirSync(binDir, { recursive: true });
+  const pythonEnvs = [
+    ...servers.flatMap((server) => (server.pythonEnv ? [server.pythonEnv] : [])),
+    ...(tools.pythonEnvs ?? []),
+  ];
   const builds = await Promise.allSettled([
     ...servers.flatMap((server) => (server.goBinary ? [ensureGoBinary(binDir, server.goBinary)] : [])),
-    ...servers.flatMap((server) => (server.pythonEnv ? [ensurePythonEnv(binDir, server.pythonEnv)] : [])),
+    ...pythonEnvs.map((env) => ensurePythonEnv(binDir, env)),
   ]);
   const failures = builds.flatMap((build) => (build.status === 'rejected' ? [build.reason as Error] : []));
   if (failures.length > 0) throw new StackError(failures.map((failure) => failure.message).join('\n\n'));

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { loadProfileEnv } from './env-file.js';
 import { run } from './exec.js';
-import { installServers, TOOL_PACKAGES } from './install.js';
+import { installServers, TOOL_PACKAGES, TOOL_PYTHON_ENVS } from './install.js';
 import { selectServers } from './servers/index.js';
 import { createContext, down, up } from './stack.js';
 
@@ -35,7 +35,10 @@ export function formatTestSummary({ passed, failed, skipped }: TestSummary): str
 export async function testCommand(): Promise<number> {
   const context = createContext('test');
   const servers = selectServers('test', undefined);
-  await installServers(servers, context.paths.binDir, TOOL_PACKAGES);
+  await installServers(servers, context.paths.binDir, {
+    packages: TOOL_PACKAGES,
+    pythonEnvs: TOOL_PYTHON_ENVS,
+  });
   const reportFile = join(context.paths.profileDir, 'vitest.json');
   const steps: [name: string, command: string, args: string[]][] = [
     ['typecheck', 'npm', ['run', 'typecheck']],

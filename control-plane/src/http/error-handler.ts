@@ -92,6 +92,9 @@ export function renderError(
   return reply.code(rendered.status).send(rendered.toBody());
 }
 
+/** The methods the API's routes (and CORS preflights) use. */
+const ROUTED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 /**
  * `allowedMethods` names the methods the API takes on a path: a path it has, asked with another
  * method, is a 405 with Allow rather than a 404.
@@ -101,6 +104,16 @@ export function registerErrorHandling(
   allowedMethods: (path: string) => string[] = () => [],
 ): void {
   app.setErrorHandler(renderError);
+
+  // A method no route takes (QUERY, TRACE…) is answered before its body is read.
+  app.addHook('onRequest', async (request) => {
+    if (ROUTED_METHODS.has(request.method)) return;
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedMethods(path);
+    throw allowed.length > 0
+      ? errors.methodNotAllowed(request.method, path, allowed)
+      : errors.notFound(`Route ${request.method} ${path}`);
+  });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;

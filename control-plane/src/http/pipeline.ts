@@ -55,28 +55,36 @@ const CORS_HEADERS = {
 };
 
 /**
- * The methods declared on the paths a URL path matches (a parameter takes one segment, `*` the
- * rest), for the 405 of a method asked where it is not declared.
+ * The methods of the resource a URL path names: those declared on the most specific paths it matches
+ * (a parameter takes one segment, `*` the rest; `/v1/orgs/usage` is the usage report's, not an org's),
+ * for the 405 of a method asked where it is not declared.
  */
 export function allowedMethodsOf(routes: readonly Route[]): (path: string) => string[] {
-  const patterns = routes.map((declared) => ({
-    method: declared.method,
-    matches: new RegExp(
-      `^${declared.url
-        .split('/')
-        .map((segment) =>
-          segment.startsWith(':')
-            ? '[^/]+'
-            : segment === '*'
-              ? '.*'
-              : segment.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
-        )
-        .join('/')}$`,
-    ),
-  }));
+  const patterns = routes.map((declared) => {
+    const segments = declared.url.split('/');
+    return {
+      method: declared.method,
+      variables: segments.filter((segment) => segment.startsWith(':') || segment === '*').length,
+      matches: new RegExp(
+        `^${segments
+          .map((segment) =>
+            segment.startsWith(':')
+              ? '[^/]+'
+              : segment === '*'
+                ? '.*'
+                : segment.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('/')}$`,
+      ),
+    };
+  });
   return (path) => {
-    const methods = new Set(patterns.filter((pattern) => pattern.matches.test(path)).map((p) => p.method));
-    return [...methods].sort();
+    const matching = patterns.filter((pattern) => pattern.matches.test(path));
+    const fewest = Math.min(...matching.map((pattern) => pattern.variables));
+    const methods = matching
+      .filter((pattern) => pattern.variables === fewest)
+      .map((pattern) => pattern.method);
+    return [...new Set(methods)].sort();
   };
 }
 
@@ -145,13 +153,14 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
   const idempotent = takesIdempotencyKey(declared);
   const onRequest = authHook(declared, deps);
   const admission = admissionHook(declared, deps);
-  // A body whose every field is optional may be left out: it reads as {} (a chat by code).
+  // A body whose every field is optional may be left out: it reads as {} (a chat by code). A body
+  // sent as JSON null is not left out, and is validated (a 422).
   const optionalBody = declared.body !== undefined && !declared.body.required?.length;
   const preValidation = [
     ...(optionalBody
       ? [
           async (request: FastifyRequest) => {
-            request.body ??= {};
+            if (request.body === undefined) request.body = {};
           },
         ]
       : []),
