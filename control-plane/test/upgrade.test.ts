@@ -1,0 +1,152 @@
+import { copyFile, mkdtemp, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DatabasePool, sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { type Core, createCore } from '../src/core.js';
+import { MIGRATIONS_DIR, runMigrations } from '../src/db/migrate.js';
+import { createDatabasePool } from '../src/db/pool.js';
+import { randomBase62 } from '../src/platform/ids.js';
+import { inTransaction } from '../src/platform/transaction.js';
+import { createCustomer, startTestApp, type TestContext, testSettings } from './support.js';
+
+/**
+ * The last migration of the previous release: an upgrade from its schema, holding real data, keeps
+ * every row. Move it forward when a release ships.
+ */
+const PREVIOUS_RELEASE = '0020_circles';
+
+let ctx: TestContext;
+let admin: DatabasePool;
+let scratch: DatabasePool;
+let scratchUrl: string;
+const schema = `upgrade_${randomBase62(8).toLowerCase()}`;
+
+beforeAll(async () => {
+  ctx = await startTestApp();
+  const url = testSettings().SVC_DATABASE_URL;
+  admin = await createDatabasePool(url);
+  await admin.query(sql.unsafe`create schema ${sql.identifier([schema])}`);
+  const scoped = new URL(url);
+  scoped.searchParams.set('options', `-c search_path=${schema}`);
+  scratchUrl = scoped.toString();
+  scratch = await createDatabasePool(scratchUrl);
+});
+afterAll(async () => {
+  await scratch?.end();
+  await admin?.query(sql.unsafe`drop schema ${sql.identifier([schema])} cascade`);
+  await admin?.end();
+  await ctx?.close();
+});
+
+/** The shipped migrations up to `last`, in a directory of their own. */
+async function migrationsUpTo(last: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'release-'));
+  for (const name of await readdir(MIGRATIONS_DIR))
+    if (name.endsWith('.sql') && name.replace(/\.sql$/, '') <= last)
+      await copyFile(join(MIGRATIONS_DIR, name), join(dir, name));
+  return dir;
+}
+
+const Names = z.object({ name: z.string() });
+
+/** The scratch schema's tables, parents before children (by their foreign keys). */
+async function tablesInOrder(): Promise<string[]> {
+  const tables = await scratch.anyFirst(
+    sql.type(Names)`select table_name as name from information_schema.tables
+      where table_schema = ${schema} and table_type = 'BASE TABLE' and table_name <> 'schema_migrations'`,
+  );
+  const edges = await scratch.any(
+    sql.type(z.object({ child: z.string(), parent: z.string() }))`
+      select c.relname as child, p.relname as parent from pg_constraint k
+      join pg_class c on c.oid = k.conrelid join pg_class p on p.oid = k.confrelid
+      join pg_namespace n on n.oid = c.relnamespace
+      where k.contype = 'f' and n.nspname = ${schema} and c.relname <> p.relname`,
+  );
+  const ordered: string[] = [];
+  const visit = (table: string, path: Set<string>) => {
+    if (ordered.includes(table) || path.has(table)) return;
+    for (const edge of edges) if (edge.child === table) visit(edge.parent, new Set([...path, table]));
+    ordered.push(table);
+  };
+  for (const table of tables) visit(table, new Set());
+  return ordered;
+}
+
+/** A table's columns; `written`: only those an insert may set (not generated ones). */
+async function columnsOf(table: string, options: { written?: boolean } = {}): Promise<readonly string[]> {
+  return scratch.anyFirst(
+    sql.type(Names)`select column_name as name from information_schema.columns
+      where table_schema = ${schema} and table_name = ${table}
+        ${options.written ? sql.fragment`and is_generated = 'NEVER'` : sql.fragment``}
+      order by ordinal_position`,
+  );
+}
+
+/** Every row of a table as JSON of the given columns, in a stable order. */
+async function rowsOf(table: string, columns: readonly string[]): Promise<string[]> {
+  const rows = await scratch.anyFirst(
+    sql.type(z.object({ row: z.string() }))`
+      select jsonb_build_object(${sql.join(
+        columns.flatMap((column) => [sql.literalValue(column), sql.identifier([schema, table, column])]),
+        sql.fragment`, `,
+      )})::text as row from ${sql.identifier([schema, table])}`,
+  );
+  return [...rows].sort();
+}
+
+describe('an upgrade from the previous release', () => {
+  it('keeps every row of a database in use, and the services read them', async () => {
+    // Data made by the services themselves on the shared test schema: an account with money, keys,
+    // usage, settings, storage, an org; with whatever the other tests made.
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 7_000_000 });
+    await ctx.container.realtime.setup({ appId: customer.app.id, mode: 'live' });
+    const principal = await principalOf(customer.token);
+    await inTransaction(ctx.container.pool, (tx) =>
+      ctx.container.orgs.upsertOrg(principal, { externalId: 'acme', name: 'Acme' }, tx),
+    );
+
+    await runMigrations(scratch, await migrationsUpTo(PREVIOUS_RELEASE));
+    const tables = await tablesInOrder();
+    // The previous release's schema, filled from one snapshot of the live one.
+    await inTransaction(scratch, async (tx) => {
+      await tx.query(sql.unsafe`set transaction isolation level repeatable read`);
+      for (const table of tables) {
+        const columns = (await columnsOf(table, { written: true })).map((column) => sql.identifier([column]));
+        await tx.query(sql.unsafe`
+          insert into ${sql.identifier([schema, table])} (${sql.join(columns, sql.fragment`, `)})
+          overriding system value
+          select ${sql.join(columns, sql.fragment`, `)} from ${sql.identifier(['public', table])}`);
+      }
+    });
+    const before = new Map<string, { columns: readonly string[]; rows: string[] }>();
+    for (const table of tables) {
+      const columns = await columnsOf(table);
+      before.set(table, { columns, rows: await rowsOf(table, columns) });
+    }
+    expect(before.get('accounts')!.rows.length).toBeGreaterThan(0);
+    expect(before.get('orgs')!.rows.length).toBeGreaterThan(0);
+
+    const applied = await runMigrations(scratch);
+    expect(applied[0]! > PREVIOUS_RELEASE).toBe(true);
+    for (const [table, { columns, rows }] of before)
+      expect({ table, rows: await rowsOf(table, columns) }).toEqual({ table, rows });
+
+    // The new release's services on the upgraded data: the key still opens, the balance is there.
+    const upgraded: Core = await createCore(testSettings({ SVC_DATABASE_URL: scratchUrl }));
+    try {
+      const check = await upgraded.accounts.checkSecretKey(customer.token);
+      expect(check).toMatchObject({ ok: true, principal: { appId: customer.app.id } });
+      expect((await upgraded.billing.getBalance(customer.account.id)).balance_micros).toBe(7_000_000);
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
+
+async function principalOf(token: string) {
+  const check = await ctx.container.accounts.checkSecretKey(token);
+  if (!check.ok) throw new Error(`key refused: ${check.refusal}`);
+  return check.principal;
+}
