@@ -25,10 +25,14 @@ export const PORTS = {
 export type PortName = keyof typeof PORTS;
 export type PortMap = Readonly<Record<PortName, number>>;
 
-const DEFAULT_PORT_BASE: Record<Profile, number> = { dev: 47000, test: 48000 };
+/**
+ * Below Linux's ephemeral range (32768-60999 by default): there, any outgoing connection may hold one
+ * of the stack's ports at the moment its server starts.
+ */
+const DEFAULT_PORT_BASE: Record<Profile, number> = { dev: 27000, test: 28000 };
 const HIGHEST_OFFSET = Math.max(...Object.values(PORTS).map((port) => port.offset));
 
-/** The profile's first port; SVC_STACK_PORT_BASE moves the whole block, e.g. when 47000 is taken. */
+/** The profile's first port; SVC_STACK_PORT_BASE moves the whole block, e.g. when 27000 is taken. */
 export function portBase(profile: Profile, env: NodeJS.ProcessEnv = process.env): number {
   const override = env.SVC_STACK_PORT_BASE;
   if (override === undefined || override === '') return DEFAULT_PORT_BASE[profile];

@@ -5,8 +5,8 @@ import { assertPortsFree, portBase, portMap } from '../src/ports.js';
 
 describe('port map', () => {
   it('gives each profile its own block', () => {
-    expect(portBase('dev', {})).toBe(47000);
-    expect(portBase('test', {})).toBe(48000);
+    expect(portBase('dev', {})).toBe(27000);
+    expect(portBase('test', {})).toBe(28000);
   });
 
   it('places every server at its fixed offset from the base', () => {
@@ -31,7 +31,7 @@ describe('port map', () => {
 
   it('lets SVC_STACK_PORT_BASE move the whole block', () => {
     expect(portBase('dev', { SVC_STACK_PORT_BASE: '52000' })).toBe(52000);
-    expect(portBase('test', { SVC_STACK_PORT_BASE: '' })).toBe(48000);
+    expect(portBase('test', { SVC_STACK_PORT_BASE: '' })).toBe(28000);
   });
 
   it.each(['abc', '80', '65530', '47000.5'])('refuses the base "%s"', (base) => {
