@@ -98,8 +98,8 @@ async function rowsOf(table: string, columns: readonly string[]): Promise<string
 
 describe('an upgrade from the previous release', () => {
   it('keeps every row of a database in use, and the services read them', async () => {
-    // Data made by the services themselves on the shared test schema: an account with money, keys,
-    // usage, settings, storage, an org; with whatever the other tests made.
+    // Data made by the services themselves on the shared test schema: an account with money and keys,
+    // its realtime settings, an org; with whatever the other tests made.
     const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 7_000_000 });
     await ctx.container.realtime.setup({ appId: customer.app.id, mode: 'live' });
     const principal = await principalOf(customer.token);

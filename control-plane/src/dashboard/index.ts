@@ -27,7 +27,6 @@ export function dashboardOn(app: FastifyInstance, container: Container) {
       }),
       ...moneyPages({
         billing: container.billing,
-        dashboard: container.dashboard,
         defaultThresholdUsd: container.settings.SVC_BALANCE_LOW_USD,
       }),
       ...teamPages({ dashboard: container.dashboard, publicUrl }),

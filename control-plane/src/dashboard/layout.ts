@@ -135,3 +135,15 @@ export const confirmation = (options: {
   html`<p class="warning">${options.warning}</p>
   <div class="actions">${postButton(options.action, options.csrf, options.confirm, { style: 'danger', fields: { confirm: 'yes' } })}
     <a href="${options.keep.href}">${options.keep.label}</a></div>`;
+
+/** The link to a list's next page: the same page and filters, with the cursor the list gave. */
+export function pager(
+  path: string,
+  query: Record<string, string>,
+  nextCursor: string | null,
+  label = 'Next page',
+) {
+  if (nextCursor === null) return '';
+  const search = new URLSearchParams({ ...query, cursor: nextCursor });
+  return html`<p class="pager"><a href="${path}?${search.toString()}">${label}</a></p>`;
+}

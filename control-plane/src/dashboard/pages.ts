@@ -24,6 +24,8 @@ export interface MemberContext extends Context {
   session: SessionRow;
   /** Clears the browser's session cookie (the session itself is ended by the service). */
   signOut(): void;
+  /** Whether the member's role has a right: what a page offers follows the same table as what it takes. */
+  can(right: Right): boolean;
 }
 
 export interface AnonymousContext extends Context {

@@ -67,6 +67,7 @@ export interface DashboardOptions {
 export async function registerDashboard(app: FastifyInstance, options: DashboardOptions) {
   const csrf = createCsrf(options.secret);
   const secure = options.publicUrl.startsWith('https:');
+  const publicOrigin = new URL(options.publicUrl).origin;
   const files = loadAssets();
 
   await app.register(async (scope) => {
@@ -173,6 +174,7 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
               csrf: token,
               member: found.member,
               session: found.session,
+              can: (right) => options.dashboard.can(found.member, right),
               signOut: () =>
                 reply.header('set-cookie', cookie(SESSION_COOKIE, '', { secure, maxAgeSeconds: 0 })),
               page: (title, body, extra = {}) =>
@@ -186,7 +188,7 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
       });
     }
 
-    /** The error page: in the shell when the person is signed in, with a way back. */
+    /** The error page: the message in words, with a way back. */
     function errorPage(request: FastifyRequest, title: string, message: string): Html {
       const back = sameOriginReferrer(request);
       return layout(
@@ -204,9 +206,7 @@ export async function registerDashboard(app: FastifyInstance, options: Dashboard
   function checkForgery(request: FastifyRequest, kind: 'session' | 'pre', value: string | undefined) {
     const origin = request.headers.origin;
     const fromHere =
-      origin === undefined ||
-      origin === new URL(options.publicUrl).origin ||
-      origin === `${request.protocol}://${request.host}`;
+      origin === undefined || origin === publicOrigin || origin === `${request.protocol}://${request.host}`;
     const presented = ((request.body ?? {}) as Form)[CSRF_FIELD];
     if (!fromHere || value === undefined || !csrf.verify(kind, value, presented))
       throw new ServiceError(

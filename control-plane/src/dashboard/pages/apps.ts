@@ -23,7 +23,7 @@ export function appPages(deps: { accounts: AccountsService; orgs: OrgsService; p
           accounts.getAccount(ctx.member.account_id),
           accounts.listApps(ctx.member.account_id),
         ]);
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         return ctx.page(
           'Apps',
           html`<p class="muted">Account <code>${account!.id}</code> · ${account!.name} · plan <strong>${account!.plan}</strong></p>
@@ -109,7 +109,7 @@ export function appPages(deps: { accounts: AccountsService; orgs: OrgsService; p
         const app = await appOf(accounts, ctx.member, ctx.params.app!);
         const mode = modeOf(ctx.query);
         const keys = (await accounts.listKeys(app.id)).filter((key) => key.mode === mode).reverse();
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         return ctx.page(
           'Keys',
           html`${ctx.query.revoked ? html`<p class="notice" role="status">Key <code>${ctx.query.revoked}</code> is revoked: the API refuses it from now on.</p>` : ''}

@@ -1,11 +1,10 @@
 import { MAX_USAGE_DAYS } from '../../modules/billing/schema.js';
 import type { BillingService } from '../../modules/billing/service.js';
-import type { DashboardService } from '../../modules/dashboard/service.js';
 import { errors } from '../../platform/errors.js';
 import { parseUsd } from '../../platform/money.js';
 import { usd, when } from '../format.js';
 import { html, jsonData } from '../html.js';
-import { csrfField, emptyState } from '../layout.js';
+import { csrfField, emptyState, pager } from '../layout.js';
 import { field, intIn, pageQuery, pages } from '../pages.js';
 
 const LEDGER_PAGE = 25;
@@ -20,11 +19,7 @@ function daysBetween(from: string, to: string): string[] {
 }
 
 /** Usage and money: the usage report, the balance and its ledger, the low-balance threshold. */
-export function moneyPages(deps: {
-  billing: BillingService;
-  dashboard: DashboardService;
-  defaultThresholdUsd: string;
-}) {
+export function moneyPages(deps: { billing: BillingService; defaultThresholdUsd: string }) {
   const { billing } = deps;
   return pages(
     {
@@ -113,7 +108,7 @@ export function moneyPages(deps: {
           billing.ledger(accountId, pageQuery(ctx.query, LEDGER_PAGE)),
           billing.lowBalanceThreshold(accountId),
         ]);
-        const canManage = deps.dashboard.can(ctx.member, 'manage_billing');
+        const canManage = ctx.can('manage_billing');
         return ctx.page(
           'Balance',
           html`${ctx.query.done === 'threshold' ? html`<p class="notice" role="status">The low-balance threshold is saved.</p>` : ''}
@@ -147,7 +142,7 @@ export function moneyPages(deps: {
                 <td>${entry.kind === 'topup' ? entry.reference : `${entry.day} · ${entry.app_id}`}</td>
                 <td class="num">${usd(entry.amount_micros)}</td><td class="num">${usd(Math.round(entry.balance_after_usd * 1e6))}</td></tr>`,
             )}</tbody></table></div>
-            ${ledger.next_cursor ? html`<p class="pager"><a href="/dashboard/billing?cursor=${encodeURIComponent(ledger.next_cursor)}">Older movements</a></p>` : ''}`
+            ${pager('/dashboard/billing', {}, ledger.next_cursor, 'Older movements')}`
           }`,
         );
       },

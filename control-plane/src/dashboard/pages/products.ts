@@ -7,7 +7,7 @@ import type { ShieldService } from '../../modules/shield/service.js';
 import type { StorageService } from '../../modules/storage/service.js';
 import { when } from '../format.js';
 import { html } from '../html.js';
-import { appLink, confirmation, csrfField, emptyState, postButton, shownOnce } from '../layout.js';
+import { appLink, confirmation, csrfField, emptyState, pager, postButton, shownOnce } from '../layout.js';
 import { confirmed, field, fieldValues, intIn, pageQuery, pages } from '../pages.js';
 import { appScopeOf } from './common.js';
 
@@ -34,7 +34,7 @@ export function productPages(deps: {
       handle: async (ctx) => {
         const { app, mode, scope } = await scopeOf(ctx);
         const settings = await deps.realtime.setup(scope);
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         const off = canBuild ? '' : html` disabled`;
         return ctx.page(
           'Settings',
@@ -59,7 +59,7 @@ export function productPages(deps: {
           <h2>Shield secret</h2>
           <p>Your server verifies shield tickets with it. Keep it server-side.</p>
           ${
-            canBuild
+            ctx.can('reveal_secrets')
               ? postButton(
                   `/dashboard/apps/${app.id}/settings/shield-secret?mode=${mode}`,
                   ctx.csrf,
@@ -155,7 +155,7 @@ export function productPages(deps: {
           ...pageQuery(ctx.query, OBJECT_PAGE),
           ...(status ? { status } : {}),
         });
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         const base = `/dashboard/apps/${app.id}/storage`;
         return ctx.page(
           'Storage',
@@ -182,7 +182,7 @@ export function productPages(deps: {
                   <td class="actions">${object.status === 'ready' ? html`<a href="${base}/${object.id}/open?mode=${mode}" target="_blank" rel="noopener">Open</a>` : ''}
                     ${canBuild ? postButton(`${base}/${object.id}/delete?mode=${mode}`, ctx.csrf, 'Delete…', { style: 'danger' }) : ''}</td></tr>`,
               )}</tbody></table></div>
-              ${page.next_cursor ? html`<p class="pager"><a href="${base}?mode=${mode}${status ? `&status=${status}` : ''}&cursor=${encodeURIComponent(page.next_cursor)}">Next page</a></p>` : ''}`
+              ${pager(base, { mode, ...(status ? { status } : {}) }, page.next_cursor)}`
           }`,
           { app, mode },
         );

@@ -30,7 +30,7 @@ export function teamPages(deps: { dashboard: DashboardService; publicUrl: string
           dashboard.team(ctx.member),
           dashboard.sessions(ctx.member),
         ]);
-        const canManage = dashboard.can(ctx.member, 'manage_team');
+        const canManage = ctx.can('manage_team');
         return ctx.page(
           'Team',
           html`${Object.hasOwn(NOTICES, ctx.query.done ?? '') ? html`<p class="notice" role="status">${NOTICES[ctx.query.done as keyof typeof NOTICES]}</p>` : ''}

@@ -7,7 +7,7 @@ import type { KeyMode } from '../../platform/caller.js';
 import { EVENT_TYPES } from '../../platform/outbox.js';
 import { when } from '../format.js';
 import { type Html, html } from '../html.js';
-import { appLink, confirmation, csrfField, emptyState, postButton, shownOnce } from '../layout.js';
+import { appLink, confirmation, csrfField, emptyState, pager, postButton, shownOnce } from '../layout.js';
 import { confirmed, type Form, field, fieldValues, pageQuery, pages } from '../pages.js';
 import { appScopeOf } from './common.js';
 
@@ -22,11 +22,6 @@ function profileIds(form: Form): string[] | null {
     .filter(Boolean);
   return ids.length === 0 ? null : ids;
 }
-
-const pager = (path: string, mode: KeyMode, nextCursor: string | null) =>
-  nextCursor
-    ? html`<p class="pager"><a href="${path}?mode=${mode}&cursor=${encodeURIComponent(nextCursor)}">Next page</a></p>`
-    : '';
 
 /** The one-time view of a signing secret, at creation and after a rotation. */
 const secretShown = (app: AppRow, mode: KeyMode, endpointId: string, secret: string, warning: string) =>
@@ -69,7 +64,7 @@ export function webhookPages(deps: { accounts: AccountsService; webhooks: Webhoo
       handle: async (ctx) => {
         const { app, mode, scope } = await scopeOf(ctx);
         const page = await webhooks.list(scope, pageQuery(ctx.query, PAGE_SIZE));
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         return ctx.page(
           'Webhooks',
           html`${ctx.query.deleted ? html`<p class="notice" role="status">Endpoint <code>${ctx.query.deleted}</code> is deleted.</p>` : ''}
@@ -90,7 +85,7 @@ export function webhookPages(deps: { accounts: AccountsService; webhooks: Webhoo
                 <td>${endpoint.event_types.join(', ')}</td>
                 <td>${endpoint.enabled ? html`<span class="badge ok">enabled</span>` : html`<span class="badge bad">disabled${endpoint.disabled_reason ? ` (${endpoint.disabled_reason})` : ''}</span>`}</td>
                 <td><code>${endpoint.secret_hint}</code></td></tr>`,
-            )}</tbody></table></div>${pager(ctx.path, mode, page.next_cursor)}`
+            )}</tbody></table></div>${pager(ctx.path, { mode }, page.next_cursor)}`
           }
           ${canBuild ? createForm(app, mode, ctx.csrf) : ''}`,
           { app, mode },
@@ -135,7 +130,7 @@ export function webhookPages(deps: { accounts: AccountsService; webhooks: Webhoo
         const { app, mode, scope } = await scopeOf(ctx);
         const endpoint = await webhooks.read(scope, ctx.params.endpoint!);
         const deliveries = await webhooks.deliveries(scope, endpoint.id, pageQuery(ctx.query, PAGE_SIZE));
-        const canBuild = ctx.member.role !== 'viewer';
+        const canBuild = ctx.can('build');
         const action = (verb: string) =>
           `/dashboard/apps/${app.id}/webhooks/${endpoint.id}/${verb}?mode=${mode}`;
         return ctx.page(
@@ -177,7 +172,7 @@ export function webhookPages(deps: { accounts: AccountsService; webhooks: Webhoo
                 <td>${last?.response_excerpt ? html`<details><summary>excerpt</summary><pre>${last.response_excerpt}</pre></details>` : '—'}</td>
                 ${canBuild ? html`<td>${delivery.status === 'pending' ? '' : postButton(action(`deliveries/${delivery.id}/redeliver`), ctx.csrf, 'Redeliver')}</td>` : ''}
               </tr>`;
-            })}</tbody></table></div>${pager(ctx.path, mode, deliveries.next_cursor)}`
+            })}</tbody></table></div>${pager(ctx.path, { mode }, deliveries.next_cursor)}`
           }`,
           { app, mode },
         );

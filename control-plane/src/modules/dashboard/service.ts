@@ -188,7 +188,7 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
       const passwordHash = await hashPassword(input.password);
       const user = await inTransaction(deps.pool, async (tx) => {
         const txStore = dashboardStore(tx);
-        const invite = await txStore.lockOpenInvite(sha256(token), deps.clock.now());
+        const invite = await txStore.openInvite(sha256(token), deps.clock.now(), true);
         if (!invite) throw inviteGone();
         await txStore.acceptInvite(invite.id, deps.clock.now());
         return txStore
@@ -234,7 +234,7 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
       if (!found) return null;
       if (at.getTime() - found.session.last_seen_at.getTime() > SESSION_TOUCH_MS)
         await store.touchSession(found.session.id, at);
-      return { session: found.session, member: found.user as Member };
+      return { session: found.session, member: found.user };
     },
 
     sessions: (member: Member) => {

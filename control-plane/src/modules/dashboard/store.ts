@@ -71,7 +71,6 @@ export function dashboardStore(db: Db) {
     sessionByTokenHash: async (tokenHash: Buffer, at: Date, idleSince: Date) => {
       const row = await db.maybeOne(sql.type(
         SessionRow.extend({
-          token_hash: z.instanceof(Buffer),
           account_id: z.string(),
           email: z.string(),
           name: z.string(),
@@ -80,15 +79,14 @@ export function dashboardStore(db: Db) {
         }),
       )`
         select s.id, s.user_id, s.user_agent, s.address, s.created_at, s.last_seen_at, s.expires_at,
-               s.revoked_at, s.token_hash, u.account_id, u.email, u.name, u.role, u.created_at as user_created_at
+               s.revoked_at, u.account_id, u.email, u.name, u.role, u.created_at as user_created_at
         from dashboard_sessions s join dashboard_users u on u.id = s.user_id
         where s.token_hash = ${sql.binary(tokenHash)} and s.revoked_at is null
           and s.expires_at > ${sql.timestamp(at)} and s.last_seen_at > ${sql.timestamp(idleSince)}`);
       if (!row) return null;
-      const { token_hash, account_id, email, name, role, user_created_at, ...session } = row;
+      const { account_id, email, name, role, user_created_at, ...session } = row;
       return {
         session,
-        tokenHash: token_hash,
         user: { id: row.user_id, account_id, email, name, role, created_at: user_created_at },
       };
     },
@@ -127,19 +125,13 @@ export function dashboardStore(db: Db) {
                 ${invite.invitedBy}, ${sql.timestamp(invite.at)}, ${sql.timestamp(invite.expiresAt)})
         returning ${inviteColumns}`),
 
-    /** An invitation that still works, locked so that it is accepted once. */
-    lockOpenInvite: (tokenHash: Buffer, at: Date) =>
-      db.maybeOne(sql.type(InviteRow.extend({ token_hash: z.instanceof(Buffer) }))`
-        select ${inviteColumns}, token_hash from dashboard_invites
+    /** An invitation that still works; `lock` holds it, so that it is accepted once. */
+    openInvite: (tokenHash: Buffer, at: Date, lock = false) =>
+      db.maybeOne(sql.type(InviteRow)`
+        select ${inviteColumns} from dashboard_invites
         where token_hash = ${sql.binary(tokenHash)} and accepted_at is null and revoked_at is null
           and expires_at > ${sql.timestamp(at)}
-        for update`),
-
-    openInvite: (tokenHash: Buffer, at: Date) =>
-      db.maybeOne(sql.type(InviteRow.extend({ token_hash: z.instanceof(Buffer) }))`
-        select ${inviteColumns}, token_hash from dashboard_invites
-        where token_hash = ${sql.binary(tokenHash)} and accepted_at is null and revoked_at is null
-          and expires_at > ${sql.timestamp(at)}`),
+        ${lock ? sql.fragment`for update` : sql.fragment``}`),
 
     acceptInvite: (id: string, at: Date) =>
       db.query(sql.unsafe`update dashboard_invites set accepted_at = ${sql.timestamp(at)} where id = ${id}`),
