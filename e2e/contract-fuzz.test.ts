@@ -120,8 +120,19 @@ it('finds no failure in any operation of the OpenAPI document', { timeout: 900_0
     ]),
   ];
   for (const run of runs) {
-    const summary = run.output.slice(run.output.lastIndexOf('SUMMARY'));
-    console.log(summary);
-    expect(run.code, run.output.slice(-20_000)).toBe(0);
+    console.log(printable(run.output.slice(run.output.lastIndexOf('SUMMARY'))));
+    expect(run.code, printable(run.output.slice(-20_000))).toBe(0);
   }
 });
+
+/**
+ * Schemathesis closes with pytest's banner ("=== 3 warnings in 96.91s ==="). CI reads a line of that
+ * shape as pytest's verdict and, finding no "passed" in it, judges the whole run to have executed no
+ * test; the counts stay in the summary above the banner, so the banner is left out.
+ */
+function printable(report: string): string {
+  return report
+    .split('\n')
+    .filter((line) => !/^=+ .* =+$/.test(line.trim()))
+    .join('\n');
+}
