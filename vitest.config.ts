@@ -69,14 +69,16 @@ export default defineConfig({
         },
       },
       {
-        // Stops and starts the test stack's servers: only after every other project has finished.
+        // Stops and starts the test stack's servers: only after every other project has finished, and
+        // one file at a time (each file's restarts would break the other's).
         test: {
           name: 'restarts',
           include: ['control-plane/test/restarts/**/*.test.ts'],
+          fileParallelism: false,
           globalSetup: ['control-plane/test/global-setup.ts'],
           sequence: { groupOrder: 2 },
           env,
-          testTimeout: 120_000,
+          testTimeout: 180_000,
           hookTimeout: 30_000,
         },
       },

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -27,6 +28,13 @@ function probeRoutes(app: App) {
   app.get('/test/crash', async () => {
     throw new Error('connection to 10.0.0.7:5432 failed: password authentication failed for user "svc"');
   });
+  // A query PostgreSQL cancels at its statement timeout, as it would a stalled one.
+  app.get('/test/stalled', async () =>
+    ctx.container.pool.transaction(async (tx) => {
+      await tx.query(sql.unsafe`set local statement_timeout = 50`);
+      return tx.query(sql.unsafe`select pg_sleep(1)`);
+    }),
+  );
 }
 
 let ctx: TestContext;
@@ -198,6 +206,17 @@ describe('server errors', () => {
     });
     expect(response.body).not.toMatch(/10\.0\.0\.7|password|svc"/);
     expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+});
+
+describe('a stalled PostgreSQL', () => {
+  it('is a 503 to retry once the statement timeout cancels the query, not a 500', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/test/stalled' });
+    expect(response.statusCode).toBe(503);
+    expect(response.headers['retry-after']).toBe('1');
+    expect(response.json()).toEqual({
+      error: { type: 'service_unavailable', message: 'PostgreSQL is unavailable; try again shortly' },
+    });
   });
 });
 

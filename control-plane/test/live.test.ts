@@ -303,7 +303,6 @@ describe('reconciliation', () => {
     // Now nobody is in the LiveKit room and the leave was never delivered: past the grace period
     // the session is closed at its last sighting and billed up to it, not a second more.
     ctx.clock.advance(RECONCILE_GRACE_MS + 1_000);
-    await ctx.container.redis.del('svc:live:reconcile');
     expect((await ctx.container.live.reconcile()).closed).toBeGreaterThanOrEqual(1);
     expect(await usageRows(account.id)).toEqual([
       expect.objectContaining({ product: 'calls', metric: 'fhd_minutes', quantity: 2, cost_micros: 6_000 }),

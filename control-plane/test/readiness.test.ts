@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startTestApp, type TestContext } from './support.js';
+import { callWithKey, createCustomer, freePort, startTestApp, type TestContext } from './support.js';
 
 let redis: ChildProcess;
 let ctx: TestContext;
@@ -26,6 +26,7 @@ afterAll(async () => {
 
 describe('/readyz', () => {
   it('is ready while PostgreSQL, Redis, ejabberd, LiveKit and MinIO answer, and fails when Redis stops', async () => {
+    const customer = await createCustomer(ctx.container);
     const ready = await ctx.app.inject({ method: 'GET', url: '/readyz' });
     expect(ready.json()).toEqual({
       status: 'ready',
@@ -40,6 +41,17 @@ describe('/readyz', () => {
     expect(down.json()).toEqual({
       status: 'unavailable',
       checks: { postgres: 'ok', redis: 'down', ejabberd: 'ok', livekit: 'ok', minio: 'ok' },
+    });
+    // The process itself is alive, so /healthz stays 200 (no supervisor restarts it) and names Redis.
+    const health = await ctx.app.inject({ method: 'GET', url: '/healthz' });
+    expect(health.statusCode).toBe(200);
+    expect(health.json()).toMatchObject({ status: 'degraded', down: ['redis'] });
+    // A request that needs Redis (its key check does) is a 503 to retry, in the spec's error body.
+    const call = await callWithKey(ctx.app, customer.token, 'GET', '/v1/realtime/balance');
+    expect(call.statusCode).toBe(503);
+    expect(call.headers['retry-after']).toBe('1');
+    expect(call.json()).toEqual({
+      error: { type: 'service_unavailable', message: 'Redis is unavailable; try again shortly' },
     });
   });
 });

@@ -10,10 +10,14 @@ afterAll(async () => {
 });
 
 describe('/healthz', () => {
-  it('says the process is up, with no key', async () => {
+  it('says the process is up and every dependency answers, with no key', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/healthz' });
     expect(response.statusCode).toBe(200);
-    expect(response.json()).toEqual({ status: 'ok' });
+    expect(response.json()).toEqual({
+      status: 'ok',
+      down: [],
+      checks: { postgres: 'ok', redis: 'ok', ejabberd: 'ok', livekit: 'ok', minio: 'ok' },
+    });
   });
 });
 

@@ -1,13 +1,17 @@
 import { xml } from '@xmpp/component';
-/** A command of ejabberd's HTTP API that did not succeed. */
-export class EjabberdError extends Error {
+import { UpstreamError } from '../platform/errors.js';
+/**
+ * A command of ejabberd's HTTP API that did not succeed, or could not reach it (HTTP status 0): a 503
+ * to retry, its details logged only.
+ */
+export class EjabberdError extends UpstreamError {
   override name = 'EjabberdError';
   constructor(
     readonly command: string,
-    readonly status: number,
-    readonly detail: string,
+    readonly httpStatus: number,
+    readonly answer: string,
   ) {
-    super(`ejabberd ${command} failed (${status}): ${detail}`);
+    super('ejabberd', `${command} failed (${httpStatus}): ${answer}`);
   }
 }
 
@@ -101,6 +105,12 @@ export function createEjabberdClient(options: {
       headers: { 'content-type': 'application/json', authorization },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(timeoutMs),
+    }).catch((error: Error) => {
+      throw new EjabberdError(
+        command,
+        0,
+        `${error.message}${error.cause ? ` (${String(error.cause)})` : ''}`,
+      );
     });
     const text = await response.text();
     if (response.status !== 200) throw new EjabberdError(command, response.status, text.slice(0, 200));
@@ -152,7 +162,7 @@ export function createEjabberdClient(options: {
         });
         return 'created';
       } catch (error) {
-        if (!(error instanceof EjabberdError && /already exists/i.test(error.detail))) throw error;
+        if (!(error instanceof EjabberdError && /already exists/i.test(error.answer))) throw error;
       }
       for (const option of roomOptions(room)) {
         await call('change_room_option', {

@@ -29,7 +29,7 @@ export interface S3Settings {
 export const NOTIFICATION_QUEUE_ARN = 'arn:minio:sqs::PRIMARY:webhook';
 
 function client(endpoint: string, settings: S3Settings): S3Client {
-  return new S3Client({
+  const s3 = new S3Client({
     endpoint,
     region: settings.region,
     forcePathStyle: true,
@@ -38,6 +38,20 @@ function client(endpoint: string, settings: S3Settings): S3Client {
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+  // MinIO's own 4xx answers (no such key…) pass through; a MinIO that cannot be reached or answers
+  // 5xx even after the SDK's retries is a 503 to retry, not a 500.
+  s3.middlewareStack.add(
+    (next) => async (args) => {
+      try {
+        return await next(args);
+      } catch (error) {
+        if (error instanceof S3ServiceException && (error.$metadata.httpStatusCode ?? 500) < 500) throw error;
+        throw new UpstreamError('MinIO', error instanceof Error ? error.message : String(error));
+      }
+    },
+    { step: 'initialize', name: 'minioUnavailable' },
+  );
+  return s3;
 }
 
 /** The headers an upload must send exactly (lowercase, as signed). */

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errors, type FieldError, ServiceError } from '../platform/errors.js';
 import { TEXT_FORMATS } from '../platform/identities.js';
+import { unavailableDependency } from '../platform/unavailable.js';
 
 type ValidationContext = 'body' | 'querystring' | 'params' | 'headers';
 
@@ -51,8 +52,8 @@ const CLEARER_MESSAGES: Record<string, string> = {
 
 /**
  * Maps anything thrown to the spec's error body: a ServiceError renders itself (whichever layer threw
- * it), fastify's validation failures are 422 with their fields, its other 4xx keep their meaning, and
- * anything else is a 500 that shows no internals.
+ * it), fastify's validation failures are 422 with their fields, its other 4xx keep their meaning, a
+ * PostgreSQL or Redis that is away is a 503 to retry, and anything else is a 500 that shows no internals.
  */
 export function toServiceError(error: FastifyError | Error, requestId: string): ServiceError {
   if (error instanceof ServiceError) return error;
@@ -70,7 +71,7 @@ export function toServiceError(error: FastifyError | Error, requestId: string): 
       CLEARER_MESSAGES[fastifyError.code] ?? fastifyError.message.replace(/^FST_[A-Z_]+:\s*/, '');
     return new ServiceError('invalid_request', message);
   }
-  return errors.internal(requestId);
+  return unavailableDependency(error) ?? errors.internal(requestId);
 }
 
 /** Renders anything thrown as the spec's error body; also fastify's `frameworkErrors` (bad URLs). */

@@ -25,14 +25,14 @@ export interface PipelineDeps extends AuthDeps {
 
 const KEYED: ReadonlySet<AuthKind> = new Set(['secret-key', 'publishable-key', 'user-token']);
 
-/** The errors every operation of an auth kind can answer. */
+/** The errors every operation of an auth kind can answer (503: PostgreSQL or Redis is away). */
 const AUTH_ERRORS: Record<AuthKind, ErrorStatus[]> = {
-  'secret-key': [401, 422, 429, 500],
-  'publishable-key': [401, 422, 429, 500],
-  'user-token': [401, 422, 429, 500],
-  internal: [401, 422, 500],
-  signed: [401, 422, 500],
-  public: [500],
+  'secret-key': [401, 422, 429, 500, 503],
+  'publishable-key': [401, 422, 429, 500, 503],
+  'user-token': [401, 422, 429, 500, 503],
+  internal: [401, 422, 500, 503],
+  signed: [401, 422, 500, 503],
+  public: [500, 503],
 };
 
 const SECURITY: Partial<Record<AuthKind, { [scheme: string]: string[] }[]>> = {
@@ -89,12 +89,15 @@ export function allowedMethodsOf(routes: readonly Route[]): (path: string) => st
 }
 
 function errorStatuses(declared: Route): ErrorStatus[] {
-  const statuses = [...AUTH_ERRORS[declared.auth], ...(declared.errors ?? [])];
+  // A status the route answers with a body of its own (readiness's 503) is not an error body.
+  const statuses = [...AUTH_ERRORS[declared.auth], ...(declared.errors ?? [])].filter(
+    (status) => !declared.otherResponses?.[status],
+  );
   if (declared.price || declared.needsBalance || declared.paidPlan) statuses.push(402);
   // Whatever takes input can be sent input its schema refuses.
   const takesInput = declared.params || declared.query || declared.body;
   if (takesInput && !statuses.includes(422)) statuses.push(422);
-  return statuses;
+  return [...new Set(statuses)];
 }
 
 /**

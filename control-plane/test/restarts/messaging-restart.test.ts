@@ -1,25 +1,14 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import type { Element } from '@xmpp/xml';
 import { expect, it } from 'vitest';
 import { connect } from '../../../e2e/support/xmpp.js';
 import { chatTestFile } from '../app-users.js';
 import { callWithKey, createCustomer } from '../support.js';
+import { stackServer } from './stack-servers.js';
 
 // Runs after every other test file (its project's group order is last): it stops the test stack's
 // ejabberd and starts it again, which every other chat test would feel.
 
-const run = promisify(execFile);
-const ROOT = new URL('../../../', import.meta.url);
 const STOPPING_AND_STARTING_MS = 120_000;
-
-async function restartEjabberd(): Promise<void> {
-  for (const command of ['down', 'up'])
-    await run('node', ['infra/bootstrap.mjs', command, '--profile', 'test', '--only', 'ejabberd'], {
-      cwd: ROOT,
-      env: process.env,
-    });
-}
 
 const file = chatTestFile();
 
@@ -43,7 +32,8 @@ it(
     const stored = await call('/v1/otp/send', { to: 'offline-across-restart' });
     expect(stored.json()).toMatchObject({ delivered: true });
 
-    await restartEjabberd();
+    await stackServer('down', 'ejabberd');
+    await stackServer('up', 'ejabberd');
 
     // The offline store outlives the restart.
     const first = await connect(offline);

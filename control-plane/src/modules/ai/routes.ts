@@ -16,7 +16,7 @@ const aiOperation = {
   tags: ['ai'],
   description:
     'Pro and Scale plans only (402 on Free). No provider configured, or one that fails or takes longer than the configured timeout: 503, nothing charged. A busy provider: 429 with Retry-After.',
-  errors: [402, 503] as const,
+  errors: [402] as const,
   paidPlan: true,
 };
 

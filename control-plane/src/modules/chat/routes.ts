@@ -35,7 +35,6 @@ export const chatRoutes = (chat: ChatService) => [
     summary: 'Revoke a user’s credential: the next login is refused and open sessions are closed',
     params: ChatUserParams,
     response: RevokeResponse,
-    errors: [503],
     handler: ({ caller, params }) => chat.revokeCredential(caller, params.user_id),
   }),
   route({
@@ -47,7 +46,7 @@ export const chatRoutes = (chat: ChatService) => [
     summary: 'The full address of a room, made to exist with the app’s room size and archiving',
     body: RoomRequest,
     response: RoomResponse,
-    errors: [403, 503],
+    errors: [403],
     handler: ({ caller, body }) => chat.ensureRoom(caller, body.room),
   }),
   // ejabberd's login questions, relayed by the external-auth bridge over the internal network.

@@ -22,7 +22,7 @@ export const realtimeRoutes = (realtime: RealtimeService) => [
     summary: 'Change archiving, products or the room size; applies to existing chat rooms too',
     body: AppSettingsPatch,
     response: AppSettingsResponse,
-    errors: [409, 503],
+    errors: [409],
     handler: ({ caller, body }) => realtime.update(caller, body),
   }),
 ];

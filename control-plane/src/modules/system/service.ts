@@ -13,3 +13,19 @@ export async function checkReadiness(probes: Record<string, Probe>) {
   });
   return { ready: failures.length === 0, checks, failures };
 }
+
+/** How long one round of probes answers /healthz: a poller asking often costs one round a second. */
+export const HEALTH_FRESH_MS = 1_000;
+
+/**
+ * The dependencies' states for /healthz, probed at most once per HEALTH_FRESH_MS however often and
+ * however concurrently it is asked (callers share the round in flight).
+ */
+export function watchDependencies(probes: Record<string, Probe>) {
+  let last: { at: number; round: ReturnType<typeof checkReadiness> } | undefined;
+  return () => {
+    const now = performance.now();
+    if (!last || now - last.at >= HEALTH_FRESH_MS) last = { at: now, round: checkReadiness(probes) };
+    return last.round;
+  };
+}
