@@ -58,8 +58,12 @@ async function main(): Promise<void> {
       process.exit(1);
     }, settings.SVC_SHUTDOWN_GRACE_MS);
     force.unref();
-    await Promise.all([app.close(), internal.close()]);
-    await stopMaintenance();
+    // The workers take no new work from now on, while the requests in flight finish; what all of
+    // them accrued is flushed last.
+    await Promise.all([app.close(), internal.close(), stopMaintenance()]);
+    await container.accrual
+      .flush()
+      .catch((error: unknown) => app.log.warn({ err: error }, 'final flush failed'));
     await container.close();
     process.exit(0);
   };

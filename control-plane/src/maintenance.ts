@@ -145,10 +145,9 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     timer.unref();
     return timer;
   });
-  /** Stops the timers and waits for the turns under way, then flushes what is still accrued. */
+  /** Stops the timers and the webhook worker, and waits for the turns and attempts under way. */
   return async () => {
     for (const timer of timers) clearInterval(timer);
     await Promise.allSettled([...running, stopDelivery()]);
-    await container.accrual.flush().catch((error: unknown) => log.warn({ err: error }, 'final flush failed'));
   };
 }

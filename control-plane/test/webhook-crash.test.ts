@@ -3,17 +3,16 @@
  * event: its claims lapse and another replica (here the test stack's running control plane) sends
  * those attempts again.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_DELIVERY_OPTIONS } from '../src/modules/webhooks/delivery.js';
 import { inTransaction } from '../src/platform/transaction.js';
+import { startControlPlaneProcess } from './processes.js';
 import { createCustomer, freePort, startTestApp, type TestContext } from './support.js';
 import { type Receiver, startReceiver } from './webhook-receiver.js';
 
-const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
 /** More than one worker claims of an endpoint at once, so that both workers hold some. */
 const EVENTS = 2 * DEFAULT_DELIVERY_OPTIONS.heldPerEndpoint + 44;
 
@@ -30,25 +29,6 @@ afterAll(async () => {
   await ctx.close();
 });
 
-async function startControlPlane(): Promise<ChildProcess> {
-  const [port, internalPort] = [await freePort(), await freePort()];
-  // node itself, not the tsx wrapper: a SIGKILL to the wrapper would leave its node process running.
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
-    env: { ...process.env, SVC_PORT: String(port), SVC_INTERNAL_PORT: String(internalPort) },
-    stdio: 'ignore',
-  });
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    const healthy = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (healthy) return child;
-    await sleep(100);
-  }
-  throw new Error('the control plane never became healthy');
-}
-
 describe('webhook delivery through a crash', () => {
   it('delivers every event at least once after a control plane is killed mid-attempt', async () => {
     const customer = await createCustomer(ctx.container);
@@ -56,7 +36,7 @@ describe('webhook delivery through a crash', () => {
       { appId: customer.app.id, mode: 'test' },
       { url: hook.url, event_types: ['buzz.created'] },
     );
-    const child = await startControlPlane();
+    const child = await startControlPlaneProcess(await freePort(), await freePort());
     await inTransaction(ctx.container.pool, async (tx) => {
       for (let n = 0; n < EVENTS; n += 1) {
         await ctx.container.outbox.emit(tx, {

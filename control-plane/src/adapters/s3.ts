@@ -28,7 +28,11 @@ export interface S3Settings {
 /** The MinIO webhook target the runner and compose configure (MINIO_NOTIFY_WEBHOOK_*_PRIMARY). */
 export const NOTIFICATION_QUEUE_ARN = 'arn:minio:sqs::PRIMARY:webhook';
 
-function client(endpoint: string, settings: S3Settings): S3Client {
+/** The SDK's client for MinIO at `endpoint`, as the control plane configures it. */
+export function s3Client(
+  endpoint: string,
+  settings: Omit<S3Settings, 'endpoint' | 'publicEndpoint' | 'bucket'>,
+): S3Client {
   const s3 = new S3Client({
     endpoint,
     region: settings.region,
@@ -71,7 +75,7 @@ const notFound = (error: unknown) =>
  * host it was made for.
  */
 export function createObjectStore(settings: S3Settings) {
-  const internal = client(settings.endpoint, settings);
+  const internal = s3Client(settings.endpoint, settings);
   const Bucket = settings.bucket;
   const presign = createPresigner();
 

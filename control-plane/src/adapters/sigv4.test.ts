@@ -1,6 +1,7 @@
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { describe, expect, it } from 'vitest';
+import { s3Client } from './s3.js';
 import { createPresigner } from './sigv4.js';
 
 const settings = {
@@ -10,14 +11,7 @@ const settings = {
   secretKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
   bucket: 'svc-objects',
 };
-const sdk = new S3Client({
-  endpoint: settings.endpoint,
-  region: settings.region,
-  forcePathStyle: true,
-  credentials: { accessKeyId: settings.accessKey, secretAccessKey: settings.secretKey },
-  requestChecksumCalculation: 'WHEN_REQUIRED',
-  responseChecksumValidation: 'WHEN_REQUIRED',
-});
+const sdk = s3Client(settings.endpoint, settings);
 const at = new Date('2026-11-23T10:20:30Z');
 
 describe('presigned URLs', () => {
