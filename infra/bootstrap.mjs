@@ -1,4 +1,4 @@
-// Entry point of the root npm scripts (start, test, stack, admin). Plain Node without dependencies,
+// Entry point of the root npm scripts (start, test, stack, admin, backup, restore). Plain Node without dependencies,
 // because a fresh clone has no node_modules yet: it installs them when package-lock.json changed,
 // then hands every command to the TypeScript runner (infra/src/cli.ts) through tsx.
 import { spawn, spawnSync } from 'node:child_process';

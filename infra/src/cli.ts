@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { adminCommand } from './admin.js';
+import { backupCommand, restoreCommand } from './backup/commands.js';
 import { ensureDevKey, renderBanner } from './banner.js';
 import { StackError, UsageError } from './errors.js';
 import { installServers, TOOL_PACKAGES, TOOL_PYTHON_ENVS } from './install.js';
@@ -24,7 +25,9 @@ commands:
   install             install the Debian packages and build LiveKit and MinIO
 
 The profile is dev unless --profile test is given. Servers: ${SERVERS.map((server) => server.name).join(', ')}.
-npm run admin -- [--profile test] <command> runs the control plane's admin CLI against a profile.`;
+npm run admin -- [--profile test] <command> runs the control plane's admin CLI against a profile.
+npm run backup -- [--profile test] [--to DIR] and npm run restore -- --from DIR [--profile test] [--force]
+back up a profile's stack and restore one (docs/operations.md).`;
 
 const LOG_TAIL_LINES = 50;
 
@@ -82,6 +85,8 @@ async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
   // The admin CLI has options of its own; they pass through untouched.
   if (command === 'admin') return adminCommand(rest);
+  if (command === 'backup') return backupCommand(rest);
+  if (command === 'restore') return restoreCommand(rest);
   const { values, positionals } = parseCommandLine(rest);
   if (command === undefined || values.help) {
     console.log(USAGE);

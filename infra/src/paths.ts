@@ -21,14 +21,28 @@ export interface StackPaths {
   /** The control plane's settings as KEY=VALUE lines. */
   envFile: string;
   devKeyFile: string;
+  /** `npm run backup` writes here unless told --to. */
+  backupsDir: string;
 }
 
-export function stackPaths(profile: Profile, root: string = REPO_ROOT): StackPaths {
-  const stateDir = join(root, '.stack');
+/**
+ * Where the profiles keep their state: <root>/.stack, or SVC_STACK_DIR. With SVC_STACK_PORT_BASE, that
+ * runs a second stack of a profile beside the first (the backup test restores into one).
+ */
+export function stateDirOf(root: string, env: NodeJS.ProcessEnv = process.env): string {
+  return env.SVC_STACK_DIR ? resolve(env.SVC_STACK_DIR) : join(root, '.stack');
+}
+
+export function stackPaths(
+  profile: Profile,
+  root: string = REPO_ROOT,
+  stateDir = stateDirOf(root),
+): StackPaths {
   const profileDir = join(stateDir, profile);
   return {
     root,
-    binDir: join(stateDir, 'bin'),
+    // Built binaries stay in the checkout whatever SVC_STACK_DIR says: a build takes minutes.
+    binDir: join(root, '.stack', 'bin'),
     profileDir,
     secretsFile: join(profileDir, 'secrets.json'),
     runDir: join(profileDir, 'run'),
@@ -37,5 +51,6 @@ export function stackPaths(profile: Profile, root: string = REPO_ROOT): StackPat
     confDir: join(profileDir, 'conf'),
     envFile: join(profileDir, 'control-plane.env'),
     devKeyFile: join(profileDir, 'dev-key.json'),
+    backupsDir: join(profileDir, 'backups'),
   };
 }

@@ -39,7 +39,7 @@ function findPgBinDir(): string {
 
 let pgBinDirFound: string | undefined;
 /** Looked up on first use, after the install step, then kept: health probes call it often. */
-function pgBinDir(): string {
+export function pgBinDir(): string {
   pgBinDirFound ??= findPgBinDir();
   return pgBinDirFound;
 }
