@@ -60,3 +60,20 @@ describe('usage counted in process', () => {
     expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 50);
   });
 });
+
+describe('usage of an account that no longer exists', () => {
+  it('is dropped with a notice, and never holds back the other accounts of its batch', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    // Sorted first in its batch: say, usage counted before a restore of an older database.
+    const gone = { accountId: 'acct_0000000000gone', appId: 'app_0000000000gone', mode: 'live' as const };
+    await ctx.container.accrual.add(gone, { product: 'bandwidth', metric: 'gb', quantity: 5_000 });
+    await ctx.container.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: 3_000 });
+
+    await ctx.container.accrual.flush();
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 3);
+    // The batch is done with: the next flush has nothing left to fail on.
+    await ctx.container.accrual.flush();
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 3);
+  });
+});

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { type DatabasePool, sql } from 'slonik';
+import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError, sql } from 'slonik';
 import { redisScript } from '../adapters/redis.js';
 import type { KeyMode, Payer } from './caller.js';
 import { type Clock, utcDay } from './clock.js';
@@ -51,7 +51,10 @@ export function readPrice(parts: (string | undefined)[]): UsagePrice {
 
 /**
  * Runs `apply` once per account of a batch, in a transaction that first claims (batch, account): a
- * batch applied again after a crash changes nothing that was already committed.
+ * batch applied again after a crash changes nothing that was already committed. Every account is
+ * tried even when one fails, so that one account's failure never holds back the others; the batch is
+ * then tried again. Usage of an account or app that no longer exists (counted before a restore of an
+ * older database) has nobody to charge: it is dropped with a notice, or it would fail every flush.
  */
 export async function applyOncePerAccount<T>(
   pool: DatabasePool,
@@ -60,18 +63,28 @@ export async function applyOncePerAccount<T>(
   apply: (tx: Transaction, accountId: string, group: T) => Promise<void>,
   onError?: (error: unknown) => void,
 ): Promise<void> {
+  const failures: unknown[] = [];
   for (const accountId of [...groups.keys()].sort()) {
-    await inTransaction(
-      pool,
-      async (tx) => {
-        const claimed = await tx.maybeOneFirst(sql.unsafe`
-          insert into usage_flushes (batch_id, account_id, flushed_at) values (${batch}, ${accountId}, now())
-          on conflict do nothing returning true`);
-        if (claimed) await apply(tx, accountId, groups.get(accountId)!);
-      },
-      onError,
-    );
+    try {
+      await inTransaction(
+        pool,
+        async (tx) => {
+          const claimed = await tx.maybeOneFirst(sql.unsafe`
+            insert into usage_flushes (batch_id, account_id, flushed_at) values (${batch}, ${accountId}, now())
+            on conflict do nothing returning true`);
+          if (claimed) await apply(tx, accountId, groups.get(accountId)!);
+        },
+        onError,
+      );
+    } catch (error) {
+      if (!(error instanceof ForeignKeyIntegrityConstraintViolationError)) failures.push(error);
+      else
+        onError?.(
+          new Error(`usage of ${accountId} dropped: its account or app no longer exists`, { cause: error }),
+        );
+    }
   }
+  if (failures.length > 0) throw failures[0];
 }
 
 export function createAccrual(deps: {
