@@ -1,10 +1,16 @@
 import { randomInt } from 'node:crypto';
 import type { App } from '../control-plane/src/app.js';
 import { loadProfileEnv } from '../infra/src/env-file.js';
+import type { Profile } from '../infra/src/profile.js';
+
+/** A stack's settings as the bench's environment: `npm run stack -- up --profile <profile>` first. */
+export function useStackSettings(profile: Profile): void {
+  Object.assign(process.env, loadProfileEnv(profile), { SVC_LOG_LEVEL: 'silent' });
+}
 
 /** Benchmarks run against the test stack: `npm run stack -- up --profile test` first. */
 export function useTestStackSettings(): void {
-  Object.assign(process.env, loadProfileEnv('test'), { SVC_LOG_LEVEL: 'silent' });
+  useStackSettings('test');
 }
 
 /** Runs `task` `total` times with `concurrency` in flight; returns each run's latency in ms. */

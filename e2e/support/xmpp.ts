@@ -92,6 +92,16 @@ async function streamManagementEnabled(xmpp: Client) {
     await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
+/**
+ * Waits for the server's echo of the session's initial presence: only then is the session available.
+ * A message to the user's bare JID just before (a one-time code sent the instant the login ends) goes
+ * to offline storage and, racing the presence, may stay there until the next login.
+ */
+export async function available(session: ChatSession, timeoutMs?: number): Promise<void> {
+  const self = session.xmpp.jid?.toString();
+  await session.next((stanza) => stanza.is('presence') && stanza.attrs.from === self, timeoutMs);
+}
+
 /** Why a login failed: the SASL condition (e.g. not-authorized), or the error's message. */
 export async function loginFailure(credential: ChatCredential): Promise<string | null> {
   try {
