@@ -15,6 +15,7 @@ import {
 import { REPO_ROOT, stackPaths } from '../src/paths.js';
 import { portMap } from '../src/ports.js';
 import type { StackSecrets } from '../src/secrets.js';
+import { CONTROL_PLANE_HEAP_MIB, withHeapLimit } from '../src/servers/control-plane.js';
 import {
   EXTAUTH_POOL_SIZE,
   ejabberd,
@@ -299,6 +300,21 @@ describe('Redis config', () => {
         'daemonize no',
       ]),
     );
+  });
+});
+
+describe("the control plane's heap limit", () => {
+  it("comes first in NODE_OPTIONS, so that the operator's own limit wins", () => {
+    expect(withHeapLimit(undefined)).toBe(`--max-old-space-size=${CONTROL_PLANE_HEAP_MIB}`);
+    const options = withHeapLimit('--max-old-space-size=1024');
+    expect(options).toBe(`--max-old-space-size=${CONTROL_PLANE_HEAP_MIB} --max-old-space-size=1024`);
+    // Node reads them in order: the last one is the heap node runs with.
+    const { stdout } = spawnSync(
+      process.execPath,
+      ['-e', "process.stdout.write(String(require('v8').getHeapStatistics().heap_size_limit >> 20))"],
+      { env: { ...process.env, NODE_OPTIONS: options }, encoding: 'utf8' },
+    );
+    expect(Number(stdout)).toBeGreaterThanOrEqual(1024);
   });
 });
 
