@@ -1,3 +1,5 @@
+import type { Route } from '../platform/route.js';
+
 /** Just enough of an OpenAPI 3.1 document to walk its operations' inputs. */
 interface Document {
   paths?: Record<string, Record<string, Operation>>;
@@ -23,4 +25,53 @@ export function markOptionalInputs<D extends object>(document: D): D {
     }
   }
   return document;
+}
+
+/** An OpenAPI link: the operation a client may call next, and where its parameters come from. */
+export interface OpenApiLink {
+  operationId: string;
+  parameters: Record<string, string>;
+}
+
+const pathParameters = (url: string) => [...url.matchAll(/:(\w+)/g)].map((match) => match[1]!);
+
+/**
+ * OpenAPI links from each create (a POST on a collection whose answer has an `id`, or the field its
+ * `itemId` names) to the operations on the item it made: `POST /v1/webhooks` →
+ * `GET|PATCH|DELETE /v1/webhooks/{endpoint_id}` and the operations below it. The item's parameter
+ * takes that field of the answer; the collection's own parameters are the request's. The contract fuzz follows them to chain create → read → change →
+ * delete on real resources instead of made-up ids.
+ */
+export function itemLinks(routes: readonly Route[]): Map<string, Record<string, OpenApiLink>> {
+  const links = new Map<string, Record<string, OpenApiLink>>();
+  for (const create of routes) {
+    const itemId = create.itemId ?? 'id';
+    const answersId = (create.response as { properties?: Record<string, unknown> }).properties?.[itemId];
+    if (create.method !== 'POST' || !answersId || create.hidden) continue;
+    const own = new Set(pathParameters(create.url));
+    const item = new RegExp(`^${create.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/:(\\w+)(/|$)`);
+    const found: Record<string, OpenApiLink> = {};
+    for (const next of routes) {
+      const itemParameter = item.exec(next.url)?.[1];
+      if (!itemParameter || next.hidden) continue;
+      const parameters = Object.fromEntries(
+        pathParameters(next.url).map((name) => [
+          name,
+          name === itemParameter
+            ? `$response.body#/${itemId}`
+            : own.has(name)
+              ? `$request.path.${name}`
+              : undefined,
+        ]),
+      );
+      // Only where every parameter is known: an item's own sub-items need their own create first.
+      if (Object.values(parameters).some((value) => value === undefined)) continue;
+      found[next.operationId] = {
+        operationId: next.operationId,
+        parameters: parameters as Record<string, string>,
+      };
+    }
+    if (Object.keys(found).length > 0) links.set(create.operationId, found);
+  }
+  return links;
 }

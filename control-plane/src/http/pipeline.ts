@@ -16,6 +16,7 @@ import {
   idempotencyKeyOf,
   takesIdempotencyKey,
 } from './idempotency.js';
+import { itemLinks, type OpenApiLink } from './openapi.js';
 
 export interface PipelineDeps extends AuthDeps {
   metering: Metering;
@@ -111,6 +112,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
   const rawBodies = new Set<string>();
   /** The client operations' methods per path, for one CORS preflight answer per path. */
   const preflights = new Map<string, { methods: Set<string>; headers: string; operationId: string }>();
+  const links = itemLinks(routes);
   for (const declared of routes) {
     if (operationIds.has(declared.operationId))
       throw new Error(`operation ${declared.operationId} is declared twice`);
@@ -131,7 +133,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
       preflight.methods.add(declared.method);
       preflights.set(declared.url, preflight);
     }
-    registerRoute(app, declared, deps);
+    registerRoute(app, declared, deps, links.get(declared.operationId));
   }
   for (const [url, preflight] of preflights) {
     app.options(
@@ -151,7 +153,12 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
   }
 }
 
-function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps): void {
+function registerRoute(
+  app: FastifyInstance,
+  declared: Route,
+  deps: PipelineDeps,
+  links: Record<string, OpenApiLink> | undefined,
+): void {
   const keyed = KEYED.has(declared.auth);
   const idempotent = takesIdempotencyKey(declared);
   const onRequest = authHook(declared, deps);
@@ -208,6 +215,7 @@ function registerRoute(app: FastifyInstance, declared: Route, deps: PipelineDeps
     method: declared.method,
     url: declared.url,
     config: { operationId: declared.operationId },
+    ...(links ? { links: { [String(declared.status ?? 200)]: links } } : {}),
     ...(declared.logLevel ? { logLevel: declared.logLevel } : {}),
     ...(declared.head === false ? { exposeHeadRoute: false } : {}),
     childLoggerFactory: (logger, bindings, options) =>

@@ -95,6 +95,11 @@ export interface RouteDeclaration<
   response: R;
   /** The success status (default 200). */
   status?: 200 | 201;
+  /**
+   * On a create: the answer's field that the item's own operations take as their path parameter
+   * (default `id`), for the OpenAPI links from it to them.
+   */
+  itemId?: string;
   /** Other answers that carry a body of their own rather than the error body (readiness's 503). */
   otherResponses?: Record<number, TSchema>;
   /** Error statuses beyond those of the auth kind (401, 422, 429, 500 for keyed operations). */

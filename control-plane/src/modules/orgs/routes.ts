@@ -58,6 +58,7 @@ export const orgRoutes = (orgs: OrgsService) => [
       '201 with a new org, 200 when the externalId names a live one (its given fields are replaced). The externalId of a deleted org is a 409 ORG_DELETED unless replace_deleted is true.',
     body: OrgWrite,
     response: Org,
+    itemId: 'external_id',
     otherResponses: { 201: Org },
     errors: [409],
     price: WRITE,
