@@ -212,11 +212,12 @@ describe('LiveKit restarted with a participant in a room', () => {
       );
     /**
      * One reconciliation at the test's clock. It runs under a lease the running control plane's own
-     * maintenance may hold for a moment (it then answers no room): so until it ran.
+     * reconciler may hold for a while (it asks LiveKit about every open room of every test, and a
+     * room LiveKit no longer has takes seconds to answer): so until it ran.
      */
     const reconcile = async () => {
       let result = await container.live.reconcile();
-      await until('a reconciliation that ran', 10_000, async () => {
+      await until('a reconciliation that ran', 90_000, async () => {
         if (result.rooms > 0) return true;
         result = await container.live.reconcile();
         return false;
