@@ -43,7 +43,7 @@ import { startReceiver } from '../control-plane/test/webhook-receiver.js';
 import { available, type ChatCredential, type ChatSession, connect } from '../e2e/support/xmpp.js';
 import { stackPaths } from '../infra/src/paths.js';
 import { parseProfile } from '../infra/src/profile.js';
-import { isRecordAlive, readRunRecord } from '../infra/src/run-records.js';
+import { isRecordAlive, procStatFields, readRunRecord } from '../infra/src/run-records.js';
 import { percentiles, useStackSettings } from './support.js';
 
 const { values, positionals } = parseArgs({
@@ -632,19 +632,7 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - idle, total };
 }
 
-/** /proc/<pid>/stat from field 3 on (the name, field 2, may hold spaces); undefined once it is gone. */
-function procStat(pid: number | string): number[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat
-      .slice(stat.lastIndexOf(')') + 2)
-      .split(' ')
-      .map(Number);
-  } catch {
-    return undefined;
-  }
-}
-/** Indexes into procStat's fields: parent (field 4), utime, stime, cutime, cstime (fields 14-17). */
+/** Indexes into procStatFields: parent (field 4), utime, stime, cutime, cstime (fields 14-17). */
 const [PARENT, UTIME, STIME, CUTIME, CSTIME] = [1, 11, 12, 13, 14];
 
 /**
@@ -654,8 +642,8 @@ const [PARENT, UTIME, STIME, CUTIME, CSTIME] = [1, 11, 12, 13, 14];
 function serverTicks(): Map<string, number> {
   const processes = new Map<number, number[]>();
   for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    const fields = procStat(entry);
-    if (fields) processes.set(Number(entry), fields);
+    const fields = procStatFields(entry);
+    if (fields) processes.set(Number(entry), fields.map(Number));
   }
   const runDir = stackPaths(profile).runDir;
   const serverOf = new Map<number, string>();

@@ -23,18 +23,20 @@ export interface Customer {
   token: string;
 }
 
-/** A call to the running control plane, as an integrator's server makes it. */
+/** A call to the running control plane, as an integrator's server makes it (`headers`: an Idempotency-Key…). */
 export async function api<T = Record<string, unknown>>(
   customer: Customer,
   method: string,
   path: string,
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: T }> {
   const response = await fetch(`${stackSettings().SVC_PUBLIC_URL}${path}`, {
     method,
     headers: {
       authorization: `Bearer ${customer.token}`,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
     },
     body: body === undefined ? undefined : JSON.stringify(body),
   });

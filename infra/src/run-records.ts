@@ -30,17 +30,24 @@ interface ProcStat {
   startTicks: number;
 }
 
-/** /proc/<pid>/stat, or undefined when there is no such process. */
-export function readProcStat(pid: number): ProcStat | undefined {
+/**
+ * The fields of /proc/<pid>/stat from field 3 (the state) on, or undefined when there is no such
+ * process. The command name (field 2) is in parentheses and may itself hold spaces or parentheses.
+ */
+export function procStatFields(pid: number | string): string[] | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
     return undefined;
   }
-  // The command name (field 2) is in parentheses and may itself contain spaces or parentheses.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { state: fields[0] ?? '', startTicks: Number(fields[19]) };
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** /proc/<pid>/stat, or undefined when there is no such process. */
+export function readProcStat(pid: number): ProcStat | undefined {
+  const fields = procStatFields(pid);
+  return fields && { state: fields[0] ?? '', startTicks: Number(fields[19]) };
 }
 
 /** True while the recorded process runs: same pid, same start time, same boot, and not a zombie. */

@@ -104,27 +104,21 @@ export function registerErrorHandling(
   app: FastifyInstance,
   allowedMethods: (path: string) => string[] = () => [],
 ): void {
+  /** No route for this method and path: 405 where the path takes other methods, else 404. */
+  const unrouted = (request: FastifyRequest) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedMethods(path);
+    return allowed.length > 0
+      ? errors.methodNotAllowed(request.method, path, allowed)
+      : errors.notFound(`Route ${request.method} ${path}`);
+  };
+
   app.setErrorHandler(renderError);
 
   // A method no route takes (QUERY, TRACE…) is answered before its body is read.
   app.addHook('onRequest', async (request) => {
-    if (ROUTED_METHODS.has(request.method)) return;
-    const path = request.url.split('?')[0]!;
-    const allowed = allowedMethods(path);
-    throw allowed.length > 0
-      ? errors.methodNotAllowed(request.method, path, allowed)
-      : errors.notFound(`Route ${request.method} ${path}`);
+    if (!ROUTED_METHODS.has(request.method)) throw unrouted(request);
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0]!;
-    const allowed = allowedMethods(path);
-    return renderError(
-      allowed.length > 0
-        ? errors.methodNotAllowed(request.method, path, allowed)
-        : errors.notFound(`Route ${request.method} ${path}`),
-      request,
-      reply,
-    );
-  });
+  app.setNotFoundHandler((request, reply) => renderError(unrouted(request), request, reply));
 }

@@ -39,8 +39,8 @@ const pathParameters = (url: string) => [...url.matchAll(/:(\w+)/g)].map((match)
  * OpenAPI links from each create (a POST on a collection whose answer has an `id`, or the field its
  * `itemId` names) to the operations on the item it made: `POST /v1/webhooks` →
  * `GET|PATCH|DELETE /v1/webhooks/{endpoint_id}` and the operations below it. The item's parameter
- * takes that field of the answer; the collection's own parameters are the request's. The contract fuzz follows them to chain create → read → change →
- * delete on real resources instead of made-up ids.
+ * takes that field of the answer; the collection's own parameters are the request's. The contract
+ * fuzz follows them to chain create → read → change → delete on real resources instead of made-up ids.
  */
 export function itemLinks(routes: readonly Route[]): Map<string, Record<string, OpenApiLink>> {
   const links = new Map<string, Record<string, OpenApiLink>>();

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join as joinPath } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { disposeLiveKit, join } from '../../../e2e/support/livekit.js';
+import { api } from '../../../e2e/support/stack.js';
 import { type ChatCredential, loginFailure } from '../../../e2e/support/xmpp.js';
+import { forEachConcurrently } from '../../../infra/src/concurrency.js';
 import { stackPaths } from '../../../infra/src/paths.js';
+import { readRunRecord } from '../../../infra/src/run-records.js';
 import { loadSettings } from '../../src/config/load.js';
 import { type Container, createContainer } from '../../src/container.js';
 import { RECONCILE_GRACE_MS } from '../../src/modules/live/service.js';
@@ -51,10 +52,7 @@ afterAll(async () => {
 });
 
 async function killControlPlane(): Promise<void> {
-  const record = JSON.parse(
-    readFileSync(joinPath(stackPaths('test').runDir, 'control-plane.json'), 'utf8'),
-  ) as { pid: number };
-  process.kill(record.pid, 'SIGKILL');
+  process.kill(readRunRecord(stackPaths('test').runDir, 'control-plane')!.pid, 'SIGKILL');
   while (
     await fetch(`${BASE}/healthz`).then(
       () => true,
@@ -62,16 +60,6 @@ async function killControlPlane(): Promise<void> {
     )
   )
     await sleep(20);
-}
-
-/** Runs `work` for each item, `concurrency` at a time. */
-async function eachConcurrently<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>) {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < items.length) await work(items[next++]!);
-    }),
-  );
 }
 
 /**
@@ -96,34 +84,19 @@ async function untilDone<T>(
   }
 }
 
-async function api(token: string, method: string, path: string, body?: object, idempotencyKey?: string) {
-  const response = await fetch(`${BASE}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body ? { 'content-type': 'application/json' } : {}),
-      ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-    signal: AbortSignal.timeout(20_000),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
 describe('the control plane killed with SIGKILL under load', () => {
   it('loses and doubles nothing: ledger, charges, deliveries, live sessions and chat logins', async () => {
     const customer = await createCustomer(container, { mode: 'live', balanceMicros: 100_000_000 });
-    const { token } = customer;
     const account = customer.account.id;
     const appId = customer.app.id;
 
     // Before: chat credentials, a webhook endpoint, participants in a call room.
     const credentials: ChatCredential[] = [];
-    await eachConcurrently(
+    await forEachConcurrently(
       Array.from({ length: CHAT_LOGINS }, (_, i) => i),
       CONCURRENCY,
       async (i) => {
-        const minted = await api(token, 'POST', '/v1/realtime/chat/tokens', { user_id: `kill-${i}` });
+        const minted = await api(customer, 'POST', '/v1/realtime/chat/tokens', { user_id: `kill-${i}` });
         expect(minted.status).toBe(200);
         credentials.push(minted.body as unknown as ChatCredential);
       },
@@ -135,7 +108,7 @@ describe('the control plane killed with SIGKILL under load', () => {
     );
     const participants = await Promise.all(
       Array.from({ length: LIVE_PARTICIPANTS }, async (_, i) => {
-        const minted = await api(token, 'POST', '/v1/realtime/live/tokens', {
+        const minted = await api(customer, 'POST', '/v1/realtime/live/tokens', {
           room: 'crash',
           identity: `caller-${i}`,
           kind: 'call',
@@ -160,14 +133,14 @@ describe('the control plane killed with SIGKILL under load', () => {
     const keys = Array.from({ length: PRICED_CALLS }, () => randomUUID());
     const uploaded: string[] = [];
     let pricedRetries = 0;
-    const pricedCalls = eachConcurrently(keys, CONCURRENCY, async (key) => {
+    const pricedCalls = forEachConcurrently(keys, CONCURRENCY, async (key) => {
       const { result, tries } = await untilDone(`priced call ${key}`, async () => {
         const answer = await api(
-          token,
+          customer,
           'POST',
           '/v1/storage/uploads',
           { name: 'crash.txt', content_type: 'text/plain', size_bytes: 5 },
-          key,
+          { 'idempotency-key': key },
         );
         if (answer.status === 200 || answer.status === 201) return answer.body;
         if (answer.status >= 500 || answer.status === 409) return undefined;
@@ -185,7 +158,7 @@ describe('the control plane killed with SIGKILL under load', () => {
       });
       expect(put.status).toBe(200);
       await untilDone(`completing ${object.id}`, async () => {
-        const answer = await api(token, 'POST', `/v1/storage/objects/${object.id}/complete`);
+        const answer = await api(customer, 'POST', `/v1/storage/objects/${object.id}/complete`);
         return answer.status === 200 ? answer : undefined;
       });
     });
@@ -194,7 +167,7 @@ describe('the control plane killed with SIGKILL under load', () => {
         await container.outbox.emit(tx, { appId, mode: 'test', type: 'buzz.created', data: { n } });
     });
     let refusedLogins = 0;
-    const chatLogins = eachConcurrently(credentials, CONCURRENCY, async (credential) => {
+    const chatLogins = forEachConcurrently(credentials, CONCURRENCY, async (credential) => {
       const { tries } = await untilDone(`chat login of ${credential.user}`, async () =>
         (await loginFailure(credential)) === null ? true : undefined,
       );

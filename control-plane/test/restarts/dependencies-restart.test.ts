@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { disposeLiveKit, join } from '../../../e2e/support/livekit.js';
+import { api } from '../../../e2e/support/stack.js';
 import { loadSettings } from '../../src/config/load.js';
 import { type Container, createContainer } from '../../src/container.js';
 import { RECONCILE_GRACE_MS } from '../../src/modules/live/service.js';
@@ -51,7 +52,7 @@ async function call(method: string, path: string, body?: object): Promise<Answer
   };
 }
 
-/** One request that needs each server; `recovered` is its answer while the server is there. */
+/** One request that needs each server, and its answer while the server is there. */
 const NEEDS: Record<
   Exclude<StackServer, 'control-plane'>,
   { ask: () => Promise<Answer>; upStatus: number }
@@ -187,13 +188,12 @@ describe.each(['postgres', 'redis', 'ejabberd', 'minio', 'livekit'] as const)(
 describe('LiveKit restarted with a participant in a room', () => {
   it('has the reconciler close the session whose leave never came, billed once', async () => {
     const customer = await createCustomer(container, { balanceMicros: 10_000_000 });
-    const minted = await fetch(`${BASE}/v1/realtime/live/tokens`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${customer.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ room: 'outage', identity: 'stayer', kind: 'call' }),
+    const minted = await api<{ url: string; token: string }>(customer, 'POST', '/v1/realtime/live/tokens', {
+      room: 'outage',
+      identity: 'stayer',
+      kind: 'call',
     });
-    const { url, token: liveToken } = (await minted.json()) as { url: string; token: string };
-    const participant = await join(url, liveToken);
+    const participant = await join(minted.body.url, minted.body.token);
     const sessions = () =>
       container.pool.any(
         sql.type(

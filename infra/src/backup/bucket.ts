@@ -15,6 +15,7 @@ import {
   paginateListObjectsV2,
   S3Client,
 } from '@aws-sdk/client-s3';
+import { forEachConcurrently } from '../concurrency.js';
 import { StackError } from '../errors.js';
 import { digestOfFile, type FileDigest, verifyFile, writeDigested } from './manifest.js';
 
@@ -58,23 +59,6 @@ function s3Client(settings: BucketSettings): S3Client {
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
-}
-
-/** Runs `work` on every item, at most `limit` at a time; the first failure stops the loop. */
-async function forEachConcurrently<T>(
-  items: AsyncIterable<T> | Iterable<T>,
-  limit: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  const running = new Set<Promise<void>>();
-  for await (const item of items) {
-    const task: Promise<void> = work(item).finally(() => running.delete(task));
-    // Handled here so that a second failure, after the first stopped the loop, is not an unhandled one.
-    task.catch(() => {});
-    running.add(task);
-    if (running.size >= limit) await Promise.race(running);
-  }
-  await Promise.all(running);
 }
 
 /** Every key of the bucket, a page at a time; none when the bucket does not exist yet. */

@@ -26,8 +26,8 @@ export const systemRoutes = (deps: SystemDeps) => {
         'Liveness: 200 as long as the process answers, so that a supervisor never restarts it for a dependency that is away. The body names the dependencies that did not answer their probe, at most a second ago; /readyz answers 503 while any is down.',
       response: HealthResponse,
       handler: async () => {
-        const { checks } = await dependencies();
-        const down = Object.keys(checks).filter((name) => checks[name] === 'down');
+        const { checks, failures } = await dependencies();
+        const down = failures.map((failure) => failure.name);
         return { status: down.length === 0 ? ('ok' as const) : ('degraded' as const), down, checks };
       },
     }),

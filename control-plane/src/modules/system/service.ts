@@ -15,7 +15,7 @@ export async function checkReadiness(probes: Record<string, Probe>) {
 }
 
 /** How long one round of probes answers /healthz: a poller asking often costs one round a second. */
-export const HEALTH_FRESH_MS = 1_000;
+const HEALTH_FRESH_MS = 1_000;
 
 /**
  * The dependencies' states for /healthz, probed at most once per HEALTH_FRESH_MS however often and
