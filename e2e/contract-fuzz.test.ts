@@ -126,8 +126,10 @@ it('finds no failure in any operation of the OpenAPI document', { timeout: 900_0
       String(SCENARIOS),
       '--phases',
       'stateful',
+      // Also not `ensure_resource_availability`: a derived link may lead to a sub-resource that a
+      // create does not make (a buzz's reaction exists only once put), and 404 is right there.
       '--exclude-checks',
-      'ignored_auth',
+      'ignored_auth,ensure_resource_availability',
     ]),
   ];
   const chained = /API Links:\s+(\d+) covered \/ (\d+) selected/.exec(runs[2]!.output);
