@@ -2,11 +2,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
 /**
- * The test stack's settings. `npm test` passes them in the environment; a developer running
- * vitest directly after `npm run stack -- up --profile test` gets them from the stack's env file.
+ * The stack the tests drive: the test profile's, or the scale profile's with SVC_STACK_PROFILE=scale
+ * (then only the `e2e` and `scale` projects apply).
+ */
+const profile = process.env.SVC_STACK_PROFILE === 'scale' ? 'scale' : 'test';
+
+/**
+ * The stack's settings. `npm test` passes them in the environment; a developer running vitest
+ * directly after `npm run stack -- up --profile test` gets them from the stack's env file.
  */
 function testStackEnv(): Record<string, string> {
-  const file = '.stack/test/control-plane.env';
+  const file = `.stack/${profile}/control-plane.env`;
   if (process.env.SVC_DATABASE_URL || !existsSync(file)) return {};
   return Object.fromEntries(
     readFileSync(file, 'utf8')
@@ -50,7 +56,7 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['e2e/**/*.test.ts'],
-          exclude: ['e2e/contract-fuzz.test.ts'],
+          exclude: ['e2e/contract-fuzz.test.ts', 'e2e/scale/**'],
           env,
           testTimeout: 60_000,
           hookTimeout: 60_000,
@@ -82,6 +88,23 @@ export default defineConfig({
           hookTimeout: 30_000,
         },
       },
+      ...(profile === 'scale'
+        ? [
+            {
+              // The scale profile's own tests: the cluster's nodes meet, and survive losing one each.
+              test: {
+                name: 'scale',
+                include: ['e2e/scale/**/*.test.ts'],
+                // After the e2e suite (they kill nodes), one file at a time.
+                sequence: { groupOrder: 1 },
+                fileParallelism: false,
+                env,
+                testTimeout: 600_000,
+                hookTimeout: 60_000,
+              },
+            },
+          ]
+        : []),
     ],
   },
 });

@@ -11,10 +11,10 @@ import { parseProfile } from './profile.js';
 import { readRunRecord } from './run-records.js';
 import { SERVERS, selectServers } from './servers/index.js';
 import type { ServerDefinition, StackContext } from './servers/types.js';
-import { createContext, down, formatStatus, logFileOf, status, up } from './stack.js';
+import { createContext, down, formatStatus, logFileOf, status, type Unit, unitsOf, up } from './stack.js';
 import { testCommand } from './test-command.js';
 
-const USAGE = `usage: npm run stack -- <command> [--profile dev|test] [--only server,...]
+const USAGE = `usage: npm run stack -- <command> [--profile dev|test|scale] [--only server,...]
 
 commands:
   up                  install what is missing, start the servers and wait until they are healthy
@@ -24,7 +24,8 @@ commands:
   test                npm test: test stack up, typecheck, lint, vitest, then stop what it started
   install             install the Debian packages and build LiveKit and MinIO
 
-The profile is dev unless --profile test is given. Servers: ${SERVERS.map((server) => server.name).join(', ')}.
+The profile is dev unless --profile says otherwise; scale runs two instances each of the control plane,
+ejabberd and LiveKit behind a proxy (docs/scaling.md). Servers: ${SERVERS.map((server) => server.name).join(', ')}.
 npm run admin -- [--profile test] <command> runs the control plane's admin CLI against a profile.
 npm run backup -- [--profile test] [--to DIR] and npm run restore -- --from DIR [--profile test] [--force]
 back up a profile's stack and restore one (docs/operations.md).`;
@@ -46,10 +47,10 @@ function parseCommandLine(args: readonly string[]) {
   }
 }
 
-/** The servers a command reports on: the selection, plus any other one that has a run record. */
-function withRecorded(context: StackContext, selected: readonly ServerDefinition[]): ServerDefinition[] {
-  return SERVERS.filter(
-    (server) => selected.includes(server) || readRunRecord(context.paths.runDir, server.name) !== undefined,
+/** The units a command reports on: the selection's, plus any other one that has a run record. */
+function withRecorded(context: StackContext, selected: readonly ServerDefinition[]): Unit[] {
+  return unitsOf(context, SERVERS).filter(
+    (unit) => selected.includes(unit.server) || readRunRecord(context.paths.runDir, unit.name) !== undefined,
   );
 }
 
@@ -64,13 +65,13 @@ async function upCommand(context: StackContext, servers: readonly ServerDefiniti
   console.log(`${context.profile} stack up in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
   if (servers.some((server) => server.name === 'control-plane'))
     console.log(renderBanner(context, await ensureDevKey(context)));
-  else console.log(`\n${formatStatus(await status(context, servers))}`);
+  else console.log(`\n${formatStatus(await status(unitsOf(context, servers)))}`);
   return 0;
 }
 
-async function logsCommand(context: StackContext, servers: readonly ServerDefinition[], follow: boolean) {
-  const sources = servers
-    .map((server) => ({ label: server.name, file: logFileOf(context, server.name) }))
+async function logsCommand(context: StackContext, units: readonly Unit[], follow: boolean) {
+  const sources = units
+    .map((unit) => ({ label: unit.name, file: logFileOf(context, unit.name) }))
     .filter((source) => existsSync(source.file));
   if (sources.length === 0)
     throw new StackError(
@@ -111,21 +112,21 @@ async function main(argv: readonly string[]): Promise<number> {
     case 'up':
       return upCommand(context, selected);
     case 'status': {
-      const rows = await status(context, withRecorded(context, selected));
+      const rows = await status(withRecorded(context, selected));
       console.log(formatStatus(rows));
       return rows.every((row) => row.healthy) ? 0 : 1;
     }
     case 'logs': {
       // "logs ejabberd" shows that one server; plain "logs" every server of the profile.
-      const servers =
+      const units =
         positionals[0] === undefined
           ? withRecorded(context, selected)
-          : selectServers(profile, positionals[0]);
-      await logsCommand(context, servers, values.follow === true);
+          : unitsOf(context, selectServers(profile, positionals[0]));
+      await logsCommand(context, units, values.follow === true);
       return 0;
     }
     case 'down':
-      await down(context, values.only === undefined ? SERVERS : selected);
+      await down(context, unitsOf(context, values.only === undefined ? SERVERS : selected));
       return 0;
     default:
       throw new UsageError(`unknown command "${command}"\n\n${USAGE}`);

@@ -1,7 +1,7 @@
 import { createSocket } from 'node:dgram';
 import { createServer } from 'node:net';
 import { StackError, UsageError } from './errors.js';
-import type { Profile } from './profile.js';
+import { type Profile, REPLICAS } from './profile.js';
 
 /** Every port of a profile is its base plus a fixed offset, so one number moves the whole block. */
 export const PORTS = {
@@ -29,17 +29,27 @@ export type PortMap = Readonly<Record<PortName, number>>;
  * Below Linux's ephemeral range (32768-60999 by default): there, any outgoing connection may hold one
  * of the stack's ports at the moment its server starts.
  */
-const DEFAULT_PORT_BASE: Record<Profile, number> = { dev: 27000, test: 28000 };
+const DEFAULT_PORT_BASE: Record<Profile, number> = { dev: 27000, test: 28000, scale: 29000 };
 const HIGHEST_OFFSET = Math.max(...Object.values(PORTS).map((port) => port.offset));
+/**
+ * In a clustered profile the base block holds what clients reach (the proxy's frontends and the
+ * unreplicated servers); instance i of a replicated server listens in the block at base + STRIDE*(i+1).
+ */
+export const INSTANCE_PORT_STRIDE = 20;
+
+/** The last port a profile uses, relative to its base. */
+function portSpan(profile: Profile): number {
+  return INSTANCE_PORT_STRIDE * REPLICAS[profile].length + HIGHEST_OFFSET;
+}
 
 /** The profile's first port; SVC_STACK_PORT_BASE moves the whole block, e.g. when 27000 is taken. */
 export function portBase(profile: Profile, env: NodeJS.ProcessEnv = process.env): number {
   const override = env.SVC_STACK_PORT_BASE;
   if (override === undefined || override === '') return DEFAULT_PORT_BASE[profile];
   const base = Number(override);
-  if (!Number.isInteger(base) || base < 1024 || base + HIGHEST_OFFSET > 65535)
+  if (!Number.isInteger(base) || base < 1024 || base + portSpan(profile) > 65535)
     throw new UsageError(
-      `SVC_STACK_PORT_BASE must be a whole number from 1024 to ${65535 - HIGHEST_OFFSET}, got "${override}"`,
+      `SVC_STACK_PORT_BASE must be a whole number from 1024 to ${65535 - portSpan(profile)}, got "${override}"`,
     );
   return base;
 }
@@ -48,6 +58,11 @@ export function portMap(base: number): PortMap {
   return Object.fromEntries(
     Object.entries(PORTS).map(([name, { offset }]) => [name, base + offset]),
   ) as Record<PortName, number>;
+}
+
+/** The own ports of instance `index` (0 for "a") of a replicated server. */
+export function instancePortMap(base: number, index: number): PortMap {
+  return portMap(base + INSTANCE_PORT_STRIDE * (index + 1));
 }
 
 /** Binds the port on 127.0.0.1 for an instant: the only reliable test that a server could bind it. */

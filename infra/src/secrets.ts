@@ -35,6 +35,8 @@ const GENERATORS = {
   // The HTTP API accounts of ejabberd (ejabberd/ejabberd_auth_svc_api.erl).
   ejabberdApiSecret: () => randomToken(48),
   ejabberdOperatorSecret: () => randomToken(48),
+  // The Erlang cookie the nodes of an ejabberd cluster share (and the node that joins them).
+  ejabberdCookie: () => randomToken(40),
   // The control plane's external component (XEP-0114) authenticates to ejabberd with it.
   ejabberdComponentSecret: () => randomToken(48),
   livekitApiKey: () => `API${randomToken(12)}`,

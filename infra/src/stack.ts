@@ -9,7 +9,13 @@ import { assertPortsFree, portBase, portMap } from './ports.js';
 import type { Profile } from './profile.js';
 import { isRecordAlive, readRunRecord, removeRunRecord } from './run-records.js';
 import { ensureSecrets } from './secrets.js';
-import type { ServerDefinition, ServerName, StackContext } from './servers/types.js';
+import {
+  instancesOf,
+  ownPorts,
+  type ServerDefinition,
+  type StackContext,
+  unitName,
+} from './servers/types.js';
 import { START_MARKER, startDetached, stopRecorded } from './supervisor.js';
 import { waitUntil } from './wait.js';
 
@@ -25,11 +31,33 @@ export function createContext(profile: Profile): StackContext {
   return { profile, paths, ports: portMap(portBase(profile)), secrets: ensureSecrets(paths.secretsFile) };
 }
 
-export function logFileOf(context: StackContext, server: ServerName): string {
-  return join(context.paths.logsDir, `${server}.log`);
+/**
+ * One process the runner supervises: a server, or one instance of a replicated server with the
+ * context that gives it its own ports, data dir and config files.
+ */
+export interface Unit {
+  name: string;
+  server: ServerDefinition;
+  context: StackContext;
 }
 
-function report(server: ServerName, message: string): void {
+/** The units of the servers in a profile: replicated servers once per instance of REPLICAS. */
+export function unitsOf(context: StackContext, servers: readonly ServerDefinition[]): Unit[] {
+  const instances = instancesOf(context.profile);
+  return servers.flatMap((server): Unit[] => {
+    if (!server.replicated || instances.length === 0) return [{ name: server.name, server, context }];
+    return instances.map((instance) => {
+      ensureDir(join(context.paths.confDir, instance.name));
+      return { name: unitName(server.name, instance.name), server, context: { ...context, instance } };
+    });
+  });
+}
+
+export function logFileOf(context: StackContext, unit: string): string {
+  return join(context.paths.logsDir, `${unit}.log`);
+}
+
+function report(server: string, message: string): void {
   console.log(`${server.padEnd(14)} ${message}`);
 }
 
@@ -38,7 +66,7 @@ function seconds(sinceMs: number): string {
 }
 
 /** A failure message that names the log file and shows its last lines from the latest start. */
-function startFailure(context: StackContext, server: ServerName, problem: string): StackError {
+function startFailure(context: StackContext, server: string, problem: string): StackError {
   const logFile = logFileOf(context, server);
   const recent = tailLines(logFile, FAILURE_LOG_LINES);
   const lines = recent.slice(recent.findLastIndex((line) => line.startsWith(START_MARKER)) + 1);
@@ -55,48 +83,45 @@ type StartOutcome = 'started' | 'reused';
  * Waits until the server is healthy (true) or the timeout passes (false). `died` says why the
  * process is gone, or undefined while it runs: a dead server fails the wait at once.
  */
-async function waitHealthy(
-  context: StackContext,
-  server: ServerDefinition,
-  died: () => string | undefined,
-): Promise<boolean> {
+async function waitHealthy(unit: Unit, died: () => string | undefined): Promise<boolean> {
   return waitUntil(async () => {
     const problem = died();
     if (problem !== undefined) {
-      removeRunRecord(context.paths.runDir, server.name);
-      throw startFailure(context, server.name, problem);
+      removeRunRecord(unit.context.paths.runDir, unit.name);
+      throw startFailure(unit.context, unit.name, problem);
     }
-    return server.isHealthy(context);
+    return unit.server.isHealthy(unit.context);
   }, HEALTH_TIMEOUT_MS);
 }
 
 /** Reuses the recorded process if it is alive and healthy; otherwise starts a fresh one. */
-async function ensureRunning(context: StackContext, server: ServerDefinition): Promise<StartOutcome> {
+async function ensureRunning(unit: Unit): Promise<StartOutcome> {
+  const { server, context } = unit;
   const { runDir } = context.paths;
-  const existing = readRunRecord(runDir, server.name);
+  const existing = readRunRecord(runDir, unit.name);
   if (existing && isRecordAlive(existing)) {
     const gone = () =>
       isRecordAlive(existing) ? undefined : 'exited while waiting for it to become healthy';
-    if (!(await waitHealthy(context, server, gone)))
+    if (!(await waitHealthy(unit, gone)))
       throw startFailure(
         context,
-        server.name,
+        unit.name,
         `runs (pid ${existing.pid}) but is not healthy after ${HEALTH_TIMEOUT_MS / 1000} s; "stack down" then "stack up" restarts it`,
       );
     await server.afterHealthy?.(context);
-    report(server.name, `already running, reused (pid ${existing.pid})`);
+    report(unit.name, `already running, reused (pid ${existing.pid})`);
     return 'reused';
   }
-  if (existing) removeRunRecord(runDir, server.name);
+  if (existing) removeRunRecord(runDir, unit.name);
 
-  await assertPortsFree(server.ports, context.ports);
+  await assertPortsFree(server.ports, ownPorts(context));
   const user = serviceUser(server.osUser);
   await server.prepare(context, user);
   const startedAt = Date.now();
   const { record, exited } = await startDetached(server.launch(context), {
-    logFile: logFileOf(context, server.name),
+    logFile: logFileOf(context, unit.name),
     runDir,
-    server: server.name,
+    server: unit.name,
     user,
   });
   let exitCode: number | null | undefined;
@@ -105,36 +130,39 @@ async function ensureRunning(context: StackContext, server: ServerDefinition): P
   });
   const gone = () =>
     exitCode === undefined ? undefined : `exited while starting (exit ${exitCode ?? 'by a signal'})`;
-  if (!(await waitHealthy(context, server, gone))) {
+  if (!(await waitHealthy(unit, gone))) {
     // Ours and useless: stop it rather than leave it holding its ports.
     await stopRecorded(record, server.stopSignal, STOP_TIMEOUT_MS);
-    removeRunRecord(runDir, server.name);
-    throw startFailure(context, server.name, `did not become healthy within ${HEALTH_TIMEOUT_MS / 1000} s`);
+    removeRunRecord(runDir, unit.name);
+    throw startFailure(context, unit.name, `did not become healthy within ${HEALTH_TIMEOUT_MS / 1000} s`);
   }
   await server.afterHealthy?.(context);
-  report(server.name, `started, healthy in ${seconds(startedAt)} (pid ${record.pid})`);
+  report(unit.name, `started, healthy in ${seconds(startedAt)} (pid ${record.pid})`);
   return 'started';
 }
 
 export interface UpResult {
-  /** Servers this call started (not reused): the ones a test run stops again. */
-  started: ServerName[];
+  /** Units this call started (not reused): the ones a test run stops again. */
+  started: string[];
   failures: Error[];
 }
 
+const isControlPlane = (unit: Unit) => unit.server.name === 'control-plane';
+
 /**
- * Starts the selected servers: the backing servers in parallel, then the control plane, which
- * needs them and runs its migrations as it starts. Reuses whatever already runs healthy.
+ * Starts the selected servers: the backing servers in parallel (a cluster's nodes together: an
+ * ejabberd node waits for the one that stopped last), then the control plane, which needs them and
+ * runs its migrations as it starts. Reuses whatever already runs healthy.
  */
 export async function up(context: StackContext, servers: readonly ServerDefinition[]): Promise<UpResult> {
   writeControlPlaneEnv(context.paths.envFile, context.ports, context.secrets);
-  const backing = servers.filter((server) => server.name !== 'control-plane');
-  const phases = [backing, servers.filter((server) => server.name === 'control-plane')];
+  const units = unitsOf(context, servers);
+  const phases = [units.filter((unit) => !isControlPlane(unit)), units.filter(isControlPlane)];
   const result: UpResult = { started: [], failures: [] };
   for (const phase of phases) {
-    const outcomes = await Promise.allSettled(phase.map((server) => ensureRunning(context, server)));
+    const outcomes = await Promise.allSettled(phase.map(ensureRunning));
     outcomes.forEach((outcome, index) => {
-      const name = phase[index]?.name as ServerName;
+      const name = phase[index]?.name as string;
       // Every failure names its server, whichever step (port check, prepare, health) failed.
       if (outcome.status === 'rejected')
         result.failures.push(new StackError(`${name}: ${(outcome.reason as Error).message}`));
@@ -145,46 +173,42 @@ export async function up(context: StackContext, servers: readonly ServerDefiniti
   return result;
 }
 
-async function stopServer(context: StackContext, server: ServerDefinition): Promise<void> {
-  const record = readRunRecord(context.paths.runDir, server.name);
+async function stopUnit({ name, server, context }: Unit): Promise<void> {
+  const record = readRunRecord(context.paths.runDir, name);
   if (record === undefined) return;
   // A dead record, or a pid that now belongs to another process, is only cleaned up.
   const timeoutMs = server.stopTimeoutMs ?? STOP_TIMEOUT_MS;
   const outcome = await stopRecorded(record, server.stopSignal, timeoutMs);
-  removeRunRecord(context.paths.runDir, server.name);
+  removeRunRecord(context.paths.runDir, name);
   const messages = {
     stopped: `stopped (pid ${record.pid})`,
     killed: `killed after ${timeoutMs / 1000} s without stopping (pid ${record.pid})`,
     'not-running': 'was not running; record removed',
   } as const;
-  report(server.name, messages[outcome]);
+  report(name, messages[outcome]);
 }
 
-/** Stops the recorded servers: the control plane first, as it depends on the others. */
-export async function down(context: StackContext, servers: readonly ServerDefinition[]): Promise<void> {
-  const controlPlane = servers.filter((server) => server.name === 'control-plane');
-  for (const phase of [controlPlane, servers.filter((server) => server.name !== 'control-plane')])
-    await Promise.all(phase.map((server) => stopServer(context, server)));
+/** Stops the recorded units: the control plane first, as it depends on the others. */
+export async function down(_context: StackContext, units: readonly Unit[]): Promise<void> {
+  for (const phase of [units.filter(isControlPlane), units.filter((unit) => !isControlPlane(unit))])
+    await Promise.all(phase.map(stopUnit));
 }
 
 export interface ServerStatus {
-  server: ServerName;
+  server: string;
   pid: number | undefined;
   alive: boolean;
   healthy: boolean;
   url: string;
 }
 
-export async function status(
-  context: StackContext,
-  servers: readonly ServerDefinition[],
-): Promise<ServerStatus[]> {
+export async function status(units: readonly Unit[]): Promise<ServerStatus[]> {
   return Promise.all(
-    servers.map(async (server) => {
-      const record = readRunRecord(context.paths.runDir, server.name);
+    units.map(async ({ name, server, context }) => {
+      const record = readRunRecord(context.paths.runDir, name);
       const alive = record !== undefined && isRecordAlive(record);
       return {
-        server: server.name,
+        server: name,
         pid: alive ? record?.pid : undefined,
         alive,
         healthy: alive && (await server.isHealthy(context)),

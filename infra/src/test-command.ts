@@ -3,8 +3,11 @@ import { join, relative } from 'node:path';
 import { loadProfileEnv } from './env-file.js';
 import { run } from './exec.js';
 import { installServers, TOOL_PACKAGES, TOOL_PYTHON_ENVS } from './install.js';
+import { stackPaths } from './paths.js';
+import type { Profile } from './profile.js';
 import { selectServers } from './servers/index.js';
-import { createContext, down, up } from './stack.js';
+import type { StackContext } from './servers/types.js';
+import { createContext, down, unitsOf, up } from './stack.js';
 
 export interface TestSummary {
   passed: number;
@@ -28,33 +31,62 @@ export function formatTestSummary({ passed, failed, skipped }: TestSummary): str
   return `tests: ${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`;
 }
 
+type Step = [name: string, command: string, args: string[]];
+
+/** Runs vitest with a JSON report in the profile's dir, whose counts the summary adds up. */
+function vitestStep(name: string, reportFile: string, root: string, projects: readonly string[] = []): Step {
+  return [
+    name,
+    'npx',
+    [
+      'vitest',
+      'run',
+      ...projects.flatMap((project) => ['--project', project]),
+      '--reporter=default',
+      '--reporter=json',
+      `--outputFile=${relative(root, reportFile)}`,
+    ],
+  ];
+}
+
+/** One profile's stack, and the steps that run against it. */
+interface Stage {
+  profile: Profile;
+  steps: (reportFile: string, root: string) => Step[];
+}
+
 /**
- * `npm test`: the test profile's servers and control plane (reusing running ones), then typecheck, lint and
- * vitest against them; stops only what it started, and ends with one summary line.
+ * Everything but the scale profile's tests runs against the test stack; then the scale stack runs the
+ * end-to-end suite again, through its proxy, and the cluster's own tests (node loss).
+ */
+const STAGES: readonly Stage[] = [
+  {
+    profile: 'test',
+    steps: (reportFile, root) => [
+      ['typecheck', 'npm', ['run', 'typecheck']],
+      ['lint', 'npx', ['biome', 'check', '.']],
+      vitestStep('vitest', reportFile, root),
+    ],
+  },
+  {
+    profile: 'scale',
+    steps: (reportFile, root) => [
+      vitestStep('vitest on the scale stack', reportFile, root, ['e2e', 'scale']),
+    ],
+  },
+];
+
+/**
+ * `npm test`: each stage's servers (reusing running ones), its steps against them, then a stop of only
+ * what it started; ends with one summary line over every stage's report.
  */
 export async function testCommand(): Promise<number> {
-  const context = createContext('test');
-  const servers = selectServers('test', undefined);
-  await installServers(servers, context.paths.binDir, {
+  const contexts = STAGES.map((stage) => createContext(stage.profile));
+  const servers = new Set(STAGES.flatMap((stage) => selectServers(stage.profile, undefined)));
+  await installServers([...servers], stackPaths('test').binDir, {
     packages: TOOL_PACKAGES,
     pythonEnvs: TOOL_PYTHON_ENVS,
   });
-  const reportFile = join(context.paths.profileDir, 'vitest.json');
-  const steps: [name: string, command: string, args: string[]][] = [
-    ['typecheck', 'npm', ['run', 'typecheck']],
-    ['lint', 'npx', ['biome', 'check', '.']],
-    [
-      'vitest',
-      'npx',
-      [
-        'vitest',
-        'run',
-        '--reporter=default',
-        '--reporter=json',
-        `--outputFile=${relative(context.paths.root, reportFile)}`,
-      ],
-    ],
-  ];
   // Ctrl-C reaches the running step too; the runner itself lets it end, skips the rest and cleans up.
   let interrupted = false;
   const onInterrupt = () => {
@@ -62,33 +94,61 @@ export async function testCommand(): Promise<number> {
   };
   process.on('SIGINT', onInterrupt);
   const failedSteps: string[] = [];
+  const summary: TestSummary = { passed: 0, failed: 0, skipped: 0 };
+  try {
+    for (const [index, stage] of STAGES.entries()) {
+      if (interrupted) break;
+      const context = contexts[index] as StackContext;
+      const reportFile = join(context.paths.profileDir, 'vitest.json');
+      // A stale report from an earlier run must never be counted as this run's.
+      rmSync(reportFile, { force: true });
+      await runStage(context, stage.steps(reportFile, context.paths.root), failedSteps, () => interrupted);
+      if (existsSync(reportFile)) {
+        const counts = summarizeVitestReport(JSON.parse(readFileSync(reportFile, 'utf8')));
+        summary.passed += counts.passed;
+        summary.failed += counts.failed;
+        summary.skipped += counts.skipped;
+      }
+    }
+    if (interrupted) failedSteps.push('interrupted');
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
+  if (failedSteps.length > 0) console.log(`\nfailed: ${failedSteps.join(', ')}`);
+  console.log(formatTestSummary(summary));
+  return failedSteps.length > 0 ? 1 : 0;
+}
+
+/** Brings the profile's stack up, runs the steps with its settings, and stops what it started. */
+async function runStage(
+  context: StackContext,
+  steps: readonly Step[],
+  failedSteps: string[],
+  interrupted: () => boolean,
+): Promise<void> {
+  const servers = selectServers(context.profile, undefined);
   const { started, failures } = await up(context, servers);
   try {
     for (const failure of failures) console.error(failure.message);
-    if (failures.length > 0) failedSteps.push('stack up');
-    else {
-      // A stale report from an earlier run must never be counted as this run's.
-      rmSync(reportFile, { force: true });
-      const env = { ...process.env, ...loadProfileEnv('test', context.paths.root) };
-      for (const [name, command, args] of steps) {
-        if (interrupted) break;
-        console.log(`\n> ${[command, ...args].join(' ')}`);
-        const result = await run(command, args, { cwd: context.paths.root, env, inherit: true });
-        if (result.code !== 0) failedSteps.push(name);
-      }
-      if (interrupted) failedSteps.push('interrupted');
+    if (failures.length > 0) {
+      failedSteps.push(`${context.profile} stack up`);
+      return;
+    }
+    const env = {
+      ...process.env,
+      ...loadProfileEnv(context.profile, context.paths.root),
+      SVC_STACK_PROFILE: context.profile,
+    };
+    for (const [name, command, args] of steps) {
+      if (interrupted()) break;
+      console.log(`\n> ${[command, ...args].join(' ')}`);
+      const result = await run(command, args, { cwd: context.paths.root, env, inherit: true });
+      if (result.code !== 0) failedSteps.push(name);
     }
   } finally {
     await down(
       context,
-      servers.filter((server) => started.includes(server.name)),
+      unitsOf(context, servers).filter((unit) => started.includes(unit.name)),
     );
-    process.off('SIGINT', onInterrupt);
   }
-  const summary = existsSync(reportFile)
-    ? summarizeVitestReport(JSON.parse(readFileSync(reportFile, 'utf8')))
-    : { passed: 0, failed: 0, skipped: 0 };
-  if (failedSteps.length > 0) console.log(`\nfailed: ${failedSteps.join(', ')}`);
-  console.log(formatTestSummary(summary));
-  return failedSteps.length > 0 ? 1 : 0;
 }

@@ -38,6 +38,7 @@ const secrets: StackSecrets = {
   sealingKey: 'webhooks000000000000000000000000000000000000000',
   ejabberdApiSecret: 'xmppapi0000000000000000000000000000000000000000',
   ejabberdOperatorSecret: 'operator000000000000000000000000000000000000000',
+  ejabberdCookie: 'cookie0000000000000000000000000000000000',
   ejabberdComponentSecret: 'component00000000000000000000000000000000000000',
   livekitApiKey: 'APIkey000000000',
   aiApiKey: 'aikey00000000000000000000000000000000000000000',
@@ -236,13 +237,16 @@ describe('ejabberd config', () => {
 });
 
 describe('LiveKit config', () => {
-  const config = renderLivekitConfig(ports, secrets);
+  const config = renderLivekitConfig({ profile: 'test', paths: stackPaths('test', '/repo'), ports, secrets });
 
   it('binds signalling to loopback on the profile ports', () => {
     expect(config).toContain('port: 48005\n');
     expect(config).toContain('bind_addresses: [127.0.0.1]');
     expect(config).toContain('tcp_port: 48006');
     expect(config).toContain('udp_port: 48007');
+    expect(config).toContain('node_ip: 127.0.0.1');
+    // A single node routes its rooms in memory.
+    expect(config).not.toContain('redis:');
   });
 
   it('signs webhooks to the control plane with the generated key', () => {

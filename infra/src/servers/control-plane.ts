@@ -4,7 +4,7 @@ import { controlPlaneSettings } from '../env-file.js';
 import { StackError } from '../errors.js';
 import { runChecked } from '../exec.js';
 import { httpOk } from '../health.js';
-import type { ServerDefinition } from './types.js';
+import { ownPorts, type ServerDefinition } from './types.js';
 
 /**
  * The control plane's V8 heap limit, MiB. Its live heap under the soak's load is about 125 MiB; with
@@ -19,6 +19,23 @@ export function withHeapLimit(nodeOptions: string | undefined): string {
   return [`--max-old-space-size=${CONTROL_PLANE_HEAP_MIB}`, nodeOptions].filter(Boolean).join(' ');
 }
 
+/** Where the proxy connects to the replicas from. */
+const PROXY_ADDRESS = '127.0.0.1';
+
+let build: Promise<void> | undefined;
+
+/** One build per runner, however many replicas it starts at once (they would overwrite each other's dist). */
+function buildOnce(root: string): Promise<void> {
+  build ??= (async () => {
+    await runChecked('building the control plane', 'npm', ['run', 'build', '-w', 'control-plane'], {
+      cwd: root,
+    });
+    if (!existsSync(join(root, 'control-plane', 'dist', 'main.js')))
+      throw new StackError('control-plane/dist/main.js is missing after "npm run build -w control-plane"');
+  })();
+  return build;
+}
+
 export const controlPlane: ServerDefinition = {
   name: 'control-plane',
   // ffprobe and ffmpeg check published media and make thumbnails.
@@ -26,17 +43,15 @@ export const controlPlane: ServerDefinition = {
   // Its grace period for in-flight requests runs on SIGTERM.
   stopSignal: 'SIGTERM',
   ports: ['controlPlane', 'controlPlaneInternal'],
-  url: ({ ports }) => `http://127.0.0.1:${ports.controlPlane}`,
+  // Stateless: every replica serves any request.
+  replicated: true,
+  url: (context) => `http://127.0.0.1:${ownPorts(context).controlPlane}`,
 
-  async prepare({ paths }) {
-    await runChecked('building the control plane', 'npm', ['run', 'build', '-w', 'control-plane'], {
-      cwd: paths.root,
-    });
-    if (!existsSync(join(paths.root, 'control-plane', 'dist', 'main.js')))
-      throw new StackError('control-plane/dist/main.js is missing after "npm run build -w control-plane"');
-  },
+  prepare: ({ paths }) => buildOnce(paths.root),
 
-  launch({ paths, ports, secrets }) {
+  launch(context) {
+    const { paths, ports, secrets } = context;
+    const own = ownPorts(context);
     return {
       command: process.execPath,
       args: [join(paths.root, 'control-plane', 'dist', 'main.js')],
@@ -44,12 +59,21 @@ export const controlPlane: ServerDefinition = {
       env: {
         ...process.env,
         NODE_OPTIONS: withHeapLimit(process.env.NODE_OPTIONS),
+        // Reached at the profile's URLs (a cluster's proxy), listening on its own ports.
         ...controlPlaneSettings(ports, secrets),
+        SVC_PORT: String(own.controlPlane),
+        SVC_INTERNAL_PORT: String(own.controlPlaneInternal),
+        // A replica's callers come through the proxy, which names them in X-Forwarded-For.
+        ...(context.instance === undefined ? {} : { SVC_TRUST_PROXY: PROXY_ADDRESS }),
       },
       cwd: paths.root,
     };
   },
 
-  // Ready means migrations ran and its dependencies answer.
-  isHealthy: ({ ports }) => httpOk(`http://127.0.0.1:${ports.controlPlane}/readyz`),
+  // Ready means migrations ran and its dependencies answer; a replica, also that the proxy has one in
+  // rotation (it counts two passed checks a second apart), so that clients can be told to go ahead.
+  isHealthy: async (context) =>
+    (await httpOk(`http://127.0.0.1:${ownPorts(context).controlPlane}/readyz`)) &&
+    (context.instance === undefined ||
+      (await httpOk(`http://127.0.0.1:${context.ports.controlPlane}/readyz`))),
 };

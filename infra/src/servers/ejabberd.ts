@@ -21,20 +21,34 @@ import { StackError } from '../errors.js';
 import { runChecked } from '../exec.js';
 import { ensureDir, writeFileAtomic } from '../files.js';
 import { httpOk, tcpListening } from '../health.js';
-import type { OsUser } from '../os-user.js';
+import { type OsUser, serviceUser } from '../os-user.js';
 import { REPO_ROOT } from '../paths.js';
 import type { Profile } from '../profile.js';
 import { serverEnv } from '../supervisor.js';
 import { renderTemplateFile } from '../template.js';
-import { dataDirOf, type ServerDefinition, type StackContext } from './types.js';
+import { waitUntil } from '../wait.js';
+import {
+  confFileOf,
+  dataDirOf,
+  instancesOf,
+  ownPorts,
+  type ServerDefinition,
+  type StackContext,
+  unitName,
+} from './types.js';
 
 const ERL = '/usr/bin/erl';
 const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
 /** Our Erlang modules: app scoping (mod_svc_scope), businesses' conversation rooms, the HTTP API's accounts (auth_method svc_api). */
-const MODULE_SOURCES = ['mod_svc_scope', 'svc_conversations', 'svc_circles', 'ejabberd_auth_svc_api'].map(
-  (name) => join(REPO_ROOT, 'ejabberd', `${name}.erl`),
-);
+const MODULE_SOURCES = [
+  'mod_svc_scope',
+  'svc_conversations',
+  'svc_circles',
+  'ejabberd_auth_svc_api',
+  // Distribution without an epmd daemon: how the nodes of a cluster find each other on one host.
+  'svc_epmd',
+].map((name) => join(REPO_ROOT, 'ejabberd', `${name}.erl`));
 const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
 const ACCEPT_ALL_AUTH = join(REPO_ROOT, 'ejabberd', 'accept-all-auth.mjs');
 const INETRC_SOURCE = '/etc/ejabberd/inetrc';
@@ -116,9 +130,89 @@ function shellCommand(words: readonly string[]): string {
   return words.map(shellWord).join(' ');
 }
 
-/** Per profile, so the two profiles' mnesia spools (which embed the node name) never mix. */
-function ejabberdNodeName(profile: Profile): string {
-  return `svc-${profile}@localhost`;
+/** The short name of a node (and of the hidden node that joins them): per profile, and per instance. */
+function nodeShortName(profile: Profile, instance?: string): string {
+  return instance === undefined ? `svc-${profile}` : `svc-${profile}-${instance}`;
+}
+
+/** Per profile, so the profiles' mnesia spools (which embed the node name) never mix. */
+function nodeName(profile: Profile, instance?: string): string {
+  return `${nodeShortName(profile, instance)}@localhost`;
+}
+
+/** The node that joins a cluster's nodes (clusterJoin): it lives for one RPC. */
+const JOINER = 'ctl';
+/** How long a join may wait for the first node, and take (it copies every replicated table). */
+const CLUSTER_JOIN_TIMEOUT_MS = 120_000;
+
+/**
+ * SVC_DIST_PORTS for svc_epmd: every node of the profile at its distribution port, the same on each
+ * node; in a cluster also the joiner, at the profile's own distribution port.
+ */
+export function distributionPorts({ profile, ports }: StackContext): string {
+  const instances = instancesOf(profile);
+  if (instances.length === 0) return `${nodeShortName(profile)}:${ports.ejabberdDistribution}`;
+  return [
+    ...instances.map(({ name, ports }) => `${nodeShortName(profile, name)}:${ports.ejabberdDistribution}`),
+    `${nodeShortName(profile, JOINER)}:${ports.ejabberdDistribution}`,
+  ].join(',');
+}
+
+/**
+ * How every node of the profile (and the joiner) runs Erlang distribution: on loopback, at the ports
+ * svc_epmd reads from SVC_DIST_PORTS, with no epmd daemon that could outlive the nodes.
+ */
+function distributionArgs(ebin: string): string[] {
+  // -pa: svc_epmd, and mod_svc_scope and ejabberd_auth_svc_api, which ejabberd.yml loads.
+  return ['-pa', ebin, '-start_epmd', 'false', '-epmd_module', 'svc_epmd'].concat([
+    '-kernel',
+    'inet_dist_use_interface',
+    '{127,0,0,1}',
+  ]);
+}
+
+/**
+ * Makes a fresh instance part of the first instance's cluster, as `ejabberdctl join_cluster` does:
+ * an RPC from a hidden node. Through the HTTP API the join would stop the very handler running it
+ * (join_cluster restarts ejabberd), leaving the node stopped and unjoined. A node that has joined
+ * once finds the cluster again by itself after a restart, so this only acts on a fresh spool.
+ */
+async function joinCluster(context: StackContext): Promise<void> {
+  const { profile, instance } = context;
+  const seed = instancesOf(profile)[0];
+  if (instance === undefined || seed === undefined || instance.index === 0) return;
+  const seedContext = { ...context, instance: seed };
+  if (!(await waitUntil(() => ejabberd.isHealthy(seedContext), CLUSTER_JOIN_TIMEOUT_MS)))
+    throw new StackError(
+      `ejabberd node ${seed.name} did not become healthy; node ${instance.name} cannot join it`,
+    );
+  const node = nodeName(profile, instance.name);
+  const seedNode = nodeName(profile, seed.name);
+  const rpc = `
+    Node = '${node}', Seed = '${seedNode}',
+    Result = case rpc:call(Node, ejabberd_cluster, get_nodes, [], 10000) of
+        {badrpc, Reason} -> {error, Reason};
+        Nodes -> case lists:member(Seed, Nodes) of
+            true -> already_joined;
+            false -> rpc:call(Node, ejabberd_admin, join_cluster, [atom_to_binary(Seed)], ${CLUSTER_JOIN_TIMEOUT_MS})
+        end
+    end,
+    io:format("~p~n", [Result]),
+    halt(case Result of already_joined -> 0; ok -> 0; {ok, _} -> 0; _ -> 1 end).`;
+  const { spool, ebin } = files(context);
+  await runChecked(
+    `joining ejabberd node ${instance.name} to ${seed.name}'s cluster`,
+    ERL,
+    ['-sname', nodeName(profile, JOINER), '-hidden', '-noinput', ...distributionArgs(ebin), '-eval', rpc],
+    // HOME: the node's spool, which holds the cluster's cookie.
+    {
+      user: serviceUser(ejabberd.osUser),
+      env: serverEnv({ HOME: spool, SVC_DIST_PORTS: distributionPorts(context) }),
+    },
+  );
+  // join_cluster restarts ejabberd on the node.
+  if (!(await waitUntil(() => ejabberd.isHealthy(context), CLUSTER_JOIN_TIMEOUT_MS)))
+    throw new StackError(`ejabberd node ${instance.name} did not come back after joining the cluster`);
 }
 
 /**
@@ -155,7 +249,8 @@ host_config:
 }
 
 export function renderEjabberdConfig(context: StackContext): string {
-  const { profile, ports, secrets } = context;
+  const { profile, secrets } = context;
+  const ports = ownPorts(context);
   const extauthProgram = shellCommand([process.execPath, AUTH_BRIDGE, files(context).extauthConfig]);
   return renderTemplateFile(TEMPLATE, {
     hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN, ACCEPT_ALL_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
@@ -201,13 +296,13 @@ export function ejabberdApiAccounts({ secrets }: StackContext): string {
 function files(context: StackContext) {
   // ejabberd writes its own log files (ejabberd.log, error.log) into a dir it must own;
   // its console output, the same lines, goes to logs/ejabberd.log like every server's.
-  const ownLogDir = join(context.paths.logsDir, 'ejabberd');
+  const ownLogDir = join(context.paths.logsDir, unitName('ejabberd', context.instance?.name));
   return {
     spool: dataDirOf(context, 'ejabberd'),
     ownLogDir,
-    config: join(context.paths.confDir, 'ejabberd.yml'),
-    inetrc: join(context.paths.confDir, 'inetrc'),
-    extauthConfig: join(context.paths.confDir, 'extauth.json'),
+    config: confFileOf(context, 'ejabberd.yml'),
+    inetrc: confFileOf(context, 'inetrc'),
+    extauthConfig: confFileOf(context, 'extauth.json'),
     // Our modules' beams, compiled by prepare(); shared by the profiles like every built binary.
     // Not named ejabberd*: OTP would take a code path dir of that name for ejabberd's own lib dir.
     ebin: join(context.paths.binDir, 'mod_svc_scope'),
@@ -250,12 +345,15 @@ export const ejabberd: ServerDefinition = {
   stopSignal: 'SIGTERM',
   stopTimeoutMs: 120_000,
   ports: ['ejabberdWebSocket', 'ejabberdApi', 'ejabberdComponent', 'ejabberdDistribution'],
-  url: ({ ports }) => `ws://127.0.0.1:${ports.ejabberdWebSocket}/ws`,
+  replicated: true,
+  url: (context) => `ws://127.0.0.1:${ownPorts(context).ejabberdWebSocket}/ws`,
 
   async prepare(context, user) {
     const { spool, ownLogDir, config, inetrc, ebin } = files(context);
     ensureDir(spool, user, 0o700);
     ensureDir(ownLogDir, user);
+    // The nodes of a cluster share it; ours rather than one the VM makes up, so that they can.
+    writeFileAtomic(join(spool, '.erlang.cookie'), context.secrets.ejabberdCookie, user, 0o400);
     await ensureModules(ebin);
     await prepareAuthBridge(context, user);
     writeFileAtomic(config, renderEjabberdConfig(context), user);
@@ -273,19 +371,9 @@ export const ejabberd: ServerDefinition = {
       command: ERL,
       args: [
         '-sname',
-        ejabberdNodeName(context.profile),
+        nodeName(context.profile, context.instance?.name),
         '-noinput',
-        // mod_svc_scope and ejabberd_auth_svc_api, which ejabberd.yml loads.
-        '-pa',
-        ebin,
-        // Distribution on a fixed loopback port without epmd: nothing outlives the node.
-        '-start_epmd',
-        'false',
-        '-erl_epmd_port',
-        String(context.ports.ejabberdDistribution),
-        '-kernel',
-        'inet_dist_use_interface',
-        '{127,0,0,1}',
+        ...distributionArgs(ebin),
         '-mnesia',
         'dir',
         JSON.stringify(spool),
@@ -293,8 +381,9 @@ export const ejabberd: ServerDefinition = {
         'ejabberd',
       ],
       env: serverEnv({
-        // The VM writes .erlang.cookie into HOME.
+        // The VM reads .erlang.cookie from HOME.
         HOME: spool,
+        SVC_DIST_PORTS: distributionPorts(context),
         EJABBERD_CONFIG_PATH: config,
         EJABBERD_LOG_PATH: join(ownLogDir, 'ejabberd.log'),
         ERL_CRASH_DUMP: join(ownLogDir, 'erl_crash.dump'),
@@ -308,10 +397,15 @@ export const ejabberd: ServerDefinition = {
 
   // The API answers, and the control plane's component listener accepts connections: the control
   // plane, started next, connects to both.
-  isHealthy: async ({ ports }) =>
-    (await httpOk(`http://127.0.0.1:${ports.ejabberdApi}/api/status`, {
+  async isHealthy(context) {
+    const ports = ownPorts(context);
+    const status = await httpOk(`http://127.0.0.1:${ports.ejabberdApi}/api/status`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{}',
-    })) && (await tcpListening(ports.ejabberdComponent)),
+    });
+    return status && (await tcpListening(ports.ejabberdComponent));
+  },
+
+  afterHealthy: joinCluster,
 };

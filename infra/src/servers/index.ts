@@ -1,13 +1,14 @@
 import { UsageError } from '../errors.js';
-import type { Profile } from '../profile.js';
+import { isClustered, type Profile } from '../profile.js';
 import { ai } from './ai.js';
 import { controlPlane } from './control-plane.js';
 import { ejabberd } from './ejabberd.js';
 import { livekit } from './livekit.js';
 import { minio } from './minio.js';
 import { postgres } from './postgres.js';
+import { proxy } from './proxy.js';
 import { redis } from './redis.js';
-import { SERVER_NAMES, type ServerDefinition, type ServerName } from './types.js';
+import { SERVER_NAMES, type ServerDefinition } from './types.js';
 
 /** In start order; every server before the control plane is independent of the others. */
 export const SERVERS: readonly ServerDefinition[] = [
@@ -17,18 +18,21 @@ export const SERVERS: readonly ServerDefinition[] = [
   livekit,
   minio,
   ai,
+  proxy,
   controlPlane,
 ];
 
 /**
- * Every server in both profiles. The test profile needs its own control plane as well: ejabberd's
- * auth bridge asks it about every login that the end-to-end tests make.
+ * Every server of a profile. The test profile needs its own control plane as well: ejabberd's auth
+ * bridge asks it about every login that the end-to-end tests make. The proxy only fronts replicas.
  */
-const DEFAULT_SERVERS: Record<Profile, readonly ServerName[]> = { dev: SERVER_NAMES, test: SERVER_NAMES };
+export function profileServers(profile: Profile): ServerDefinition[] {
+  return SERVERS.filter((server) => !server.clusterOnly || isClustered(profile));
+}
 
 /** The servers a command acts on: --only's list (comma-separated), else the profile's default. */
 export function selectServers(profile: Profile, only: string | undefined): ServerDefinition[] {
-  if (only === undefined) return SERVERS.filter((server) => DEFAULT_SERVERS[profile].includes(server.name));
+  if (only === undefined) return profileServers(profile);
   const names = only
     .split(',')
     .map((name) => name.trim())
@@ -38,5 +42,5 @@ export function selectServers(profile: Profile, only: string | undefined): Serve
     throw new UsageError(
       `--only takes a comma-separated list of: ${SERVER_NAMES.join(', ')} (got "${only}")`,
     );
-  return SERVERS.filter((server) => names.includes(server.name));
+  return profileServers(profile).filter((server) => names.includes(server.name));
 }

@@ -3,11 +3,9 @@ import { LIVEKIT_WEBHOOK_PATH } from '../env-file.js';
 import { writeFileAtomic } from '../files.js';
 import { httpOk } from '../health.js';
 import { REPO_ROOT } from '../paths.js';
-import type { PortMap } from '../ports.js';
-import type { StackSecrets } from '../secrets.js';
 import { serverEnv } from '../supervisor.js';
 import { renderTemplateFile } from '../template.js';
-import type { GoBinary, ServerDefinition, StackContext } from './types.js';
+import { confFileOf, type GoBinary, ownPorts, type ServerDefinition, type StackContext } from './types.js';
 
 const TEMPLATE = join(REPO_ROOT, 'livekit', 'livekit.yaml.template');
 
@@ -18,19 +16,33 @@ const LIVEKIT_BINARY: GoBinary = {
   builtName: 'server',
 };
 
-export function renderLivekitConfig(ports: PortMap, secrets: StackSecrets): string {
+/**
+ * The nodes of a cluster share the profile's Redis: it holds which node hosts each room, and carries
+ * signalling from the node a participant reached to that one. Its own database number keeps LiveKit's
+ * keys apart from the control plane's.
+ */
+const LIVEKIT_REDIS_DB = 1;
+
+export function renderLivekitConfig(context: StackContext): string {
+  const { ports, secrets } = context;
+  const own = ownPorts(context);
+  const cluster =
+    context.instance === undefined
+      ? ''
+      : `redis:\n  address: 127.0.0.1:${ports.redis}\n  password: ${secrets.redisPassword}\n  db: ${LIVEKIT_REDIS_DB}\n`;
   return renderTemplateFile(TEMPLATE, {
-    http_port: ports.livekitHttp,
-    rtc_tcp_port: ports.livekitRtcTcp,
-    rtc_udp_port: ports.livekitRtcUdp,
+    http_port: own.livekitHttp,
+    rtc_tcp_port: own.livekitRtcTcp,
+    rtc_udp_port: own.livekitRtcUdp,
     api_key: secrets.livekitApiKey,
     api_secret: secrets.livekitApiSecret,
     webhook_url: `http://127.0.0.1:${ports.controlPlaneInternal}${LIVEKIT_WEBHOOK_PATH}`,
+    cluster,
   });
 }
 
 function configFile(context: StackContext): string {
-  return join(context.paths.confDir, 'livekit.yaml');
+  return confFileOf(context, 'livekit.yaml');
 }
 
 export const livekit: ServerDefinition = {
@@ -40,11 +52,12 @@ export const livekit: ServerDefinition = {
   // The first SIGTERM is a graceful stop (a second one would force it).
   stopSignal: 'SIGTERM',
   ports: ['livekitHttp', 'livekitRtcTcp', 'livekitRtcUdp'],
-  url: ({ ports }) => `ws://127.0.0.1:${ports.livekitHttp}`,
+  replicated: true,
+  url: (context) => `ws://127.0.0.1:${ownPorts(context).livekitHttp}`,
 
   async prepare(context) {
     // Holds the API secret.
-    writeFileAtomic(configFile(context), renderLivekitConfig(context.ports, context.secrets));
+    writeFileAtomic(configFile(context), renderLivekitConfig(context));
   },
 
   launch(context) {
@@ -57,5 +70,5 @@ export const livekit: ServerDefinition = {
   },
 
   // 200 "OK" once the node is up; 406 while its stats are stale.
-  isHealthy: ({ ports }) => httpOk(`http://127.0.0.1:${ports.livekitHttp}/`),
+  isHealthy: (context) => httpOk(`http://127.0.0.1:${ownPorts(context).livekitHttp}/`),
 };

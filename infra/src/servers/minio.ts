@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { S3_REGION } from '../env-file.js';
 import { ensureDir } from '../files.js';
 import { httpOk } from '../health.js';
+import { MINIO_DRIVES } from '../profile.js';
 import { serverEnv } from '../supervisor.js';
 import { dataDirOf, type GoBinary, type ServerDefinition, type StackContext } from './types.js';
 
@@ -43,10 +44,26 @@ export const MINIO_SHARED_SETTINGS: Readonly<Record<string, string>> = {
   MINIO_API_STALE_UPLOADS_EXPIRY: '24h',
 };
 
+/**
+ * Its drives: the data dir itself, or data/minio/d1 … dN, one erasure set that MinIO's ellipsis
+ * argument names (d{1...4}).
+ */
+export function minioDrives(context: StackContext): { dirs: string[]; argument: string } {
+  const dataDir = dataDirOf(context, 'minio');
+  const count = MINIO_DRIVES[context.profile];
+  if (count === 1) return { dirs: [dataDir], argument: dataDir };
+  const dirs = Array.from({ length: count }, (_, index) => join(dataDir, `d${index + 1}`));
+  return { dirs, argument: join(dataDir, `d{1...${count}}`) };
+}
+
 /** MinIO's environment in a profile. */
 export function minioEnvironment(context: StackContext): Record<string, string> {
   const { ports, secrets } = context;
+  const erasureCoded = MINIO_DRIVES[context.profile] > 1;
   return {
+    // With several drives MinIO refuses any on the root filesystem, taken for the OS disk (every
+    // drive is, on one machine); drives of at most 1 MiB count as "root" instead, so none does.
+    ...(erasureCoded ? { MINIO_ROOTDISK_THRESHOLD_SIZE: '1MiB' } : {}),
     MINIO_ROOT_USER: secrets.minioRootUser,
     MINIO_ROOT_PASSWORD: secrets.minioRootPassword,
     // Requests must then be signed for the region the control plane uses.
@@ -73,6 +90,7 @@ export const minio: ServerDefinition = {
 
   async prepare(context) {
     ensureDir(dataDirOf(context, 'minio'), undefined, 0o700);
+    for (const drive of minioDrives(context).dirs) ensureDir(drive, undefined, 0o700);
     // Events carry object keys and metadata.
     ensureDir(queueDirOf(context), undefined, 0o700);
   },
@@ -83,7 +101,7 @@ export const minio: ServerDefinition = {
       command: join(context.paths.binDir, MINIO_BINARY.name),
       args: [
         'server',
-        dataDirOf(context, 'minio'),
+        minioDrives(context).argument,
         '--address',
         `127.0.0.1:${ports.minioS3}`,
         // Without it the console takes a random port.
@@ -99,5 +117,7 @@ export const minio: ServerDefinition = {
     };
   },
 
-  isHealthy: ({ ports }) => httpOk(`http://127.0.0.1:${ports.minioS3}/minio/health/ready`),
+  // /minio/health/ready answers 200 while an erasure set still waits for its drives; cluster means
+  // write quorum, the same as ready on one drive.
+  isHealthy: ({ ports }) => httpOk(`http://127.0.0.1:${ports.minioS3}/minio/health/cluster`),
 };
