@@ -20,3 +20,38 @@ export async function ledgerTotals(container: Container, accountId: string) {
           where account_id = ${accountId} and kind = 'usage')::bigint as "usageLines"`,
   );
 }
+
+/** An account's live sessions (of one identity, when given), by identity then join. */
+export async function liveSessionsOf(container: Container, accountId: string, identity?: string) {
+  return container.pool.any(
+    sql.type(
+      z.object({
+        identity: z.string(),
+        joined_at: z.date(),
+        last_seen_at: z.date(),
+        left_at: z.date().nullable(),
+        billed_seconds: z.number().nullable(),
+      }),
+    )`
+      select identity, joined_at, last_seen_at, left_at, billed_seconds from live_sessions
+      where account_id = ${accountId} and (${identity ?? null}::text is null or identity = ${identity ?? null})
+      order by identity, joined_at`,
+  );
+}
+
+/** The quantity an app has used of a product (of one metric, or of all), all days together. */
+export async function usedQuantity(container: Container, appId: string, product: string, metric?: string) {
+  return container.pool.oneFirst(
+    sql.type(z.object({ quantity: z.number() }))`
+      select coalesce(sum(quantity), 0)::int as quantity from usage_daily
+      where app_id = ${appId} and product = ${product}
+        and (${metric ?? null}::text is null or metric = ${metric ?? null})`,
+  );
+}
+
+export async function storageObjectCount(container: Container, appId: string): Promise<number> {
+  return container.pool.oneFirst(
+    sql.type(z.object({ count: z.number() }))`
+      select count(*)::int as count from storage_objects where app_id = ${appId}`,
+  );
+}

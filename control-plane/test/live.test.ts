@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { EVENT_RETENTION_MS, RECONCILE_GRACE_MS } from '../src/modules/live/service.js';
 import { liveStore } from '../src/modules/live/store.js';
 import { REAL_APP_IDS } from './identities.js';
+import { liveSessionsOf } from './ledger.js';
 import { attributes, deliver as deliverTo, participant, post, webhook } from './livekit-webhooks.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -260,6 +261,52 @@ describe('LiveKit webhooks', () => {
     expect(await usageRows(account.id)).toEqual([
       expect.objectContaining({ product: 'live', metric: 'fhd_minutes', quantity: 0.016667 }),
     ]);
+  });
+
+  it('end an identity’s earlier session when it joins again, so no second is billed twice', async () => {
+    // Another device, or a LiveKit node that died without a leave: LiveKit allows one per identity.
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'rejoin');
+    const now = ctx.clock.now().getTime();
+    const sameIdentity = (who: ReturnType<typeof participant>) => ({
+      ...who,
+      participant: { ...who.participant, identity: 'caller' },
+    });
+    const first = sameIdentity(
+      participant('PA_first', name, attributes('call', 'hd'), new Date(now - 120_000)),
+    );
+    const again = sameIdentity(
+      participant('PA_again', name, attributes('call', 'hd'), new Date(now - 60_000)),
+    );
+    await deliver({ event: 'participant_joined', ...first });
+    await deliver({ event: 'participant_joined', ...again });
+    // The first's own join, delivered late, leaves the later session open.
+    await deliver({ event: 'participant_joined', ...first });
+    await deliver({ event: 'participant_left', ...first });
+    await deliver({ event: 'participant_left', ...again });
+    const sessions = await liveSessionsOf(ctx.container, account.id);
+    expect(sessions.map((session) => session.billed_seconds)).toEqual([60, 60]);
+    expect(sessions[0]?.left_at).toEqual(sessions[1]?.joined_at);
+    expect(await usageRows(account.id)).toEqual([
+      expect.objectContaining({ product: 'calls', metric: 'hd_minutes', quantity: 2 }),
+    ]);
+  });
+
+  it('end at room_finished only the sessions of that incarnation of the room', async () => {
+    // A room re-created under its name after its node died: the dead one's sessions are the reconciler's.
+    const { token, account } = await createCustomer(ctx.container);
+    const name = await room(token, 'reborn');
+    const now = ctx.clock.now().getTime();
+    const orphan = participant('PA_orphan', name, attributes('call', 'hd'), new Date(now - 120_000));
+    const current = participant('PA_current', name, attributes('call', 'hd'), new Date(now - 30_000));
+    await deliver({ event: 'participant_joined', ...orphan });
+    await deliver({ event: 'participant_joined', ...current });
+    const recreated = String(Math.floor((now - 40_000) / 1000));
+    await deliver({ event: 'room_finished', room: { name, creationTime: recreated } });
+    const sessions = await liveSessionsOf(ctx.container, account.id);
+    const byStart = (sid: string) => sessions.find((session) => session.identity === `user-${sid}`);
+    expect(byStart(current.participant.sid)?.billed_seconds).toBe(30);
+    expect(byStart(orphan.participant.sid)?.left_at).toBeNull();
   });
 
   it('with a bad or missing signature are refused and change nothing', async () => {

@@ -1,4 +1,5 @@
 /// <reference path="./xmpp-component.d.ts" />
+import { randomUUID } from 'node:crypto';
 import { component, type XmlElement, xml } from '@xmpp/component';
 import { UpstreamError } from '../platform/errors.js';
 
@@ -73,7 +74,6 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
   const onlineWaiters = new Set<() => void>();
   const inboundListeners: ((message: InboundMessage) => void)[] = [];
   const arrivalListeners: ((notice: ArrivalNotice) => void)[] = [];
-  let counter = 0;
   let stopped = true;
   let attempt = 0;
   let retry: NodeJS.Timeout | undefined;
@@ -179,7 +179,9 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
     /** Hands a message to ejabberd for one account and answers what became of it. */
     deliver: async (delivery: Delivery): Promise<DeliveryStatus> => {
       await whenOnline();
-      const iqId = `deliver-${++counter}`;
+      // Unique across replicas: each connects its own component for the same domain, and ejabberd
+      // routes a bounced answer to any one of them.
+      const iqId = `deliver-${randomUUID()}`;
       const message = xml(
         'message',
         {

@@ -153,11 +153,13 @@ export function createLiveService(deps: {
   }
 
   /** Records a participant from LiveKit's report, if it joined with a token this service minted. */
+  const joinedAtOf = (participant: ParticipantInfo) =>
+    new Date(Number(participant.joinedAtMs) || Number(participant.joinedAt) * 1000);
+
   async function openSession(tx: Transaction, owner: Payer, roomName: string, participant: ParticipantInfo) {
     const kind = participant.attributes[ATTRIBUTE_KIND] as Kind | undefined;
     const quality = participant.attributes[ATTRIBUTE_QUALITY] as Quality | undefined;
     if (!kind || !KINDS.includes(kind) || !quality || !QUALITIES.includes(quality)) return;
-    const joinedMs = Number(participant.joinedAtMs) || Number(participant.joinedAt) * 1000;
     await liveStore(tx).openSession({
       participantSid: participant.sid,
       room: roomName,
@@ -167,7 +169,7 @@ export function createLiveService(deps: {
       publisher: participant.attributes[ATTRIBUTE_PUBLISHER] === 'true',
       orgId: participant.attributes[ATTRIBUTE_ORG] || null,
       declaredQuality: quality,
-      joinedAt: new Date(joinedMs),
+      joinedAt: joinedAtOf(participant),
     });
   }
 
@@ -177,9 +179,21 @@ export function createLiveService(deps: {
     const at = new Date(Number(event.createdAt) * 1000);
     const participant = event.participant;
     switch (event.event) {
-      case 'participant_joined':
-        if (participant && owner) await openSession(tx, owner, roomName, participant);
+      case 'participant_joined': {
+        if (!participant || !owner) return;
+        await openSession(tx, owner, roomName, participant);
+        // A session of the same identity still open from before was replaced: by a join from another
+        // device (its leave may come later), or on a node that died without a leave. It ends as this
+        // one begins, so the identity is never billed twice for the same seconds.
+        const joinedAt = joinedAtOf(participant);
+        const replaced = await store.lockOpen({
+          room: roomName,
+          identity: participant.identity,
+          before: joinedAt,
+        });
+        await closeAndMeter(tx, replaced, () => joinedAt);
         return;
+      }
       case 'track_published':
         if (
           participant &&
@@ -204,9 +218,14 @@ export function createLiveService(deps: {
         );
         return;
       }
-      case 'room_finished':
-        await closeAndMeter(tx, await store.lockOpen({ room: roomName }), () => at);
+      case 'room_finished': {
+        // Only this incarnation's sessions: those of one that died with its node are the reconciler's,
+        // billed to their last sighting rather than to this room's end.
+        const createdMs = Number(event.room?.creationTimeMs) || Number(event.room?.creationTime) * 1000 || 0;
+        const since = new Date(createdMs - (createdMs % 1000));
+        await closeAndMeter(tx, await store.lockOpen({ room: roomName, since }), () => at);
         return;
+      }
       default:
         return;
     }
@@ -232,7 +251,13 @@ export function createLiveService(deps: {
     const rooms = await liveStore(deps.pool).openRooms();
     let closed = 0;
     for (const room of rooms) {
-      const present = new Set((await deps.livekit.listParticipants(room)).map((p) => p.sid));
+      // One room LiveKit cannot answer for (its node just died) must not hold up the others.
+      const listed = await deps.livekit.listParticipants(room).catch((error: unknown) => {
+        deps.onError?.(error);
+        return undefined;
+      });
+      if (listed === undefined) continue;
+      const present = new Set(listed.map((p) => p.sid));
       const now = deps.clock.now();
       await inTransaction(
         deps.pool,

@@ -60,13 +60,28 @@ export function liveStore(db: Db) {
      * Open sessions, locked in participant order (the one order of every transaction that locks
      * several), of one participant or of every participant of a room.
      */
-    lockOpen: (filter: { participantSid: string } | { room: string }) =>
+    /**
+     * Locks open sessions: a participant's; a room's, or those that joined it at or after `since` (one
+     * incarnation of it: a room re-created after its node died has the same name); or a room
+     * identity's that joined before `before` (the participants a later join of it replaced: LiveKit
+     * allows one per identity).
+     */
+    lockOpen: (
+      filter:
+        | { participantSid: string }
+        | { room: string; since?: Date }
+        | { room: string; identity: string; before: Date },
+    ) =>
       db.any(sql.type(OpenSessionRow)`
         select ${openColumns} from live_sessions s left join live_published_quality q using (participant_sid)
         where s.left_at is null and ${
           'participantSid' in filter
             ? sql.fragment`s.participant_sid = ${filter.participantSid}`
-            : sql.fragment`s.room = ${filter.room}`
+            : 'identity' in filter
+              ? sql.fragment`s.room = ${filter.room} and s.identity = ${filter.identity}
+                  and s.joined_at < ${sql.timestamp(filter.before)}`
+              : sql.fragment`s.room = ${filter.room}
+                  and s.joined_at >= ${sql.timestamp(filter.since ?? new Date(0))}`
         }
         order by s.participant_sid
         for update of s`),
