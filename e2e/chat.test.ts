@@ -3,51 +3,20 @@
  * control plane; ejabberd asks the control plane about every login through the auth bridge.
  */
 import { xml } from '@xmpp/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Container } from '../control-plane/src/container.js';
+import { describe, expect, it } from 'vitest';
+import { useChatSuite } from './support/chat-suite.js';
 import {
   api,
   type Customer,
   createCustomer,
   ejabberdAsOperator,
   meterNow,
-  openContainer,
   stackSettings,
 } from './support/stack.js';
-import {
-  archive,
-  bodyOf,
-  type ChatCredential,
-  type ChatSession,
-  connect,
-  joinRoom,
-  loginFailure,
-} from './support/xmpp.js';
+import { archive, bodyOf, connect, joinRoom, loginFailure } from './support/xmpp.js';
 
-let container: Container;
-const sessions: ChatSession[] = [];
-beforeAll(async () => {
-  container = await openContainer();
-});
-afterAll(async () => {
-  await Promise.all(sessions.map((session) => session.stop()));
-  await container.close();
-});
-
-async function mint(customer: Customer, userId: string, ttl?: number): Promise<ChatCredential> {
-  const response = await api<ChatCredential>(customer, 'POST', '/v1/realtime/chat/tokens', {
-    user_id: userId,
-    ...(ttl ? { ttl_seconds: ttl } : {}),
-  });
-  expect(response.status).toBe(200);
-  return response.body;
-}
-
-async function online(credential: ChatCredential): Promise<ChatSession> {
-  const session = await connect(credential);
-  sessions.push(session);
-  return session;
-}
+const chat = useChatSuite();
+const { mint, online } = chat;
 
 async function room(customer: Customer, name: string): Promise<string> {
   const response = await api<{ room: string }>(customer, 'POST', '/v1/realtime/chat/rooms', { room: name });
@@ -75,7 +44,7 @@ async function converse(customer: Customer) {
 
 describe('chat on ejabberd', () => {
   it('logs users in, lets them talk in a room and one to one, and archives it all when mam is on', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     expect((await api(customer, 'PATCH', '/v1/realtime/app', { mam: true })).status).toBe(200);
     const { ana, bo, lobby, received } = await converse(customer);
     expect(received.map(bodyOf)).toEqual(['hello from ana', 'hi ana', 'just for bo']);
@@ -84,7 +53,7 @@ describe('chat on ejabberd', () => {
   });
 
   it('archives nothing when mam is off', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const { ana, bo, lobby, received } = await converse(customer);
     expect(received).toHaveLength(3);
     expect(await archive(ana, lobby)).toEqual([]);
@@ -93,7 +62,7 @@ describe('chat on ejabberd', () => {
   });
 
   it('refuses a replaced password and accepts the new one', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const old = await mint(customer, 'cy');
     const current = await mint(customer, 'cy');
     expect(await loginFailure(old)).toBe('not-authorized');
@@ -101,7 +70,7 @@ describe('chat on ejabberd', () => {
   });
 
   it('revoking refuses the next login and drops the open session', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const credential = await mint(customer, 'dee');
     const session = await online(credential);
     const dropped = new Promise<void>((resolve) => session.xmpp.once('disconnect', () => resolve()));
@@ -117,7 +86,7 @@ describe('chat on ejabberd', () => {
   });
 
   it('closes a login whose password was accepted just before the credential was revoked', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const credential = await mint(customer, 'fay');
     let passwordAccepted!: () => void;
     const accepted = new Promise<void>((resolve) => {
@@ -135,7 +104,7 @@ describe('chat on ejabberd', () => {
       return 'held';
     }).then(
       (session) => {
-        sessions.push(session);
+        chat.stopAtEnd(session);
         return new Promise<string>((resolve) => {
           session.xmpp.once('disconnect', () => resolve('closed'));
           setTimeout(() => resolve('survived'), 5_000);
@@ -162,22 +131,26 @@ describe('chat on ejabberd', () => {
   });
 
   it('refuses every login of a live app whose balance is empty, and takes them again after a top-up', async () => {
-    const customer = await createCustomer(container, { mode: 'live', balanceMicros: 1 });
+    const customer = await createCustomer(chat.container, { mode: 'live', balanceMicros: 1 });
     const credential = await mint(customer, 'newcomer');
     expect(await loginFailure(credential)).toBeNull();
     // Usage metered afterwards takes the balance below zero (what is owed): logins are refused.
     const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
-    await meterNow(container, payer, [{ product: 'writes', metric: 'calls', quantity: 1 }]);
+    await meterNow(chat.container, payer, [{ product: 'writes', metric: 'calls', quantity: 1 }]);
     expect(await loginFailure(credential)).toBe('not-authorized');
-    await container.billing.topUp({ accountId: customer.account.id, amountMicros: 1_000, reference: 'back' });
+    await chat.container.billing.topUp({
+      accountId: customer.account.id,
+      amountMicros: 1_000,
+      reference: 'back',
+    });
     expect(await loginFailure(credential)).toBeNull();
   });
 
   it('counts one monthly active user however often the user logs in', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const credential = await mint(customer, 'eve');
     for (let i = 0; i < 3; i += 1) expect(await loginFailure(credential)).toBeNull();
-    await container.accrual.flush();
+    await chat.container.accrual.flush();
     const usage = await api<{ usage: { product: string; quantity: number }[] }>(
       customer,
       'GET',
@@ -191,7 +164,7 @@ describe('chat on ejabberd', () => {
 
 describe('ids as apps have them', () => {
   it('logs in an id and its lowercase twin as two users, each receiving only its own messages', async () => {
-    const customer = await createCustomer(container);
+    const customer = await createCustomer(chat.container);
     const upper = await online(await mint(customer, 'Alice'));
     const lower = await online(await mint(customer, 'alice'));
     const email = await online(await mint(customer, 'Ana.Lopez+chat@example.com'));
@@ -213,8 +186,8 @@ describe('ids as apps have them', () => {
 
 describe('isolation between apps', () => {
   it('keeps a user from reaching another app’s users and from joining its rooms', async () => {
-    const first = await createCustomer(container);
-    const second = await createCustomer(container);
+    const first = await createCustomer(chat.container);
+    const second = await createCustomer(chat.container);
     const intruder = await online(await mint(first, 'mallory'));
     const victim = await online(await mint(second, 'victor'));
     const theirRoom = await room(second, 'private');

@@ -5,45 +5,15 @@
  */
 import { TrackSource } from 'livekit-server-sdk';
 import { describe, expect, it } from 'vitest';
+import { expectBilled, mint, type TokenRequest } from './support/live-billing.js';
 import { useLiveSuite } from './support/live-suite.js';
 import { joinFailure, type LiveParticipant, roomService } from './support/livekit.js';
 import { api, type Customer, createCustomer, stackSettings } from './support/stack.js';
 
-interface LiveToken {
-  url: string;
-  token: string;
-  room: string;
-  expires_in: number;
-}
-
-interface TokenRequest {
-  room: string;
-  identity: string;
-  kind?: 'live' | 'call' | 'audio';
-  publish?: boolean;
-  quality?: 'hd' | 'fhd' | '4k';
-}
-
-/** The fields of a usage row these tests read: billable_quantity is in minutes past the allowance. */
-interface UsageRow {
-  product: string;
-  metric: string;
-  billable_quantity: number;
-  cost_micros: number;
-}
-
 /** How long each session stays in the room: long enough to be metered, short enough to keep the suite quick. */
 const SESSION_MS = 3_000;
-/** Webhooks are asynchronous: how long usage may take to show a session. */
-const METERING_WAIT_MS = 15_000;
 
 const live = useLiveSuite();
-
-async function mint(customer: Customer, request: TokenRequest): Promise<LiveToken> {
-  const response = await api<LiveToken>(customer, 'POST', '/v1/realtime/live/tokens', request);
-  expect(response.status).toBe(200);
-  return response.body;
-}
 
 /** Joins with a minted token; the participant leaves after the test whatever happens. */
 async function enter(customer: Customer, request: TokenRequest): Promise<LiveParticipant> {
@@ -61,62 +31,6 @@ async function holdAndLeave(...present: LiveParticipant[]): Promise<void> {
 async function serverView(participant: LiveParticipant) {
   const info = await roomService().getParticipant(participant.room.name!, participant.identity);
   return { permission: info.permission, sources: info.tracks.map((track) => track.source) };
-}
-
-/**
- * The seconds the control plane may bill for these participants. LiveKit counts from when a
- * participant became active (just before its join resolves here) to its leave webhook's createdAt,
- * which is in whole seconds, and the control plane rounds each session up to the second.
- */
-function billableRange(present: LiveParticipant[]) {
-  const seconds = present.map((participant) => (participant.leftAt! - participant.joinedAt) / 1000);
-  const total = seconds.reduce((sum, s) => sum + s, 0);
-  return { low: Math.max(1, total - present.length), high: total + 2 * present.length };
-}
-
-async function usageReport(customer: Customer) {
-  const report = await api<{ usage: UsageRow[]; total: { cost_micros: number } }>(
-    customer,
-    'GET',
-    '/v1/realtime/usage?days=1',
-  );
-  expect(report.status).toBe(200);
-  return report.body;
-}
-
-const billedSeconds = (row: UsageRow | undefined) => Math.round((row?.billable_quantity ?? 0) * 60);
-
-/**
- * Polls the usage report until the metric's row bills at least `low` seconds and then holds still
- * for a poll: each participant's leave is a webhook of its own, metered when it arrives.
- */
-async function settledUsage(customer: Customer, product: string, metric: string, low: number) {
-  const deadline = Date.now() + METERING_WAIT_MS;
-  let previous: number | undefined;
-  for (;;) {
-    const report = await usageReport(customer);
-    const row = report.usage.find((r) => r.product === product && r.metric === metric);
-    const seconds = billedSeconds(row);
-    if ((seconds >= low && seconds === previous) || Date.now() > deadline) return { row, seconds, report };
-    previous = seconds >= low ? seconds : undefined;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
-
-/** The metric's row bills the participants' presence at its price: floor(seconds × price / 60). */
-async function expectBilled(
-  customer: Customer,
-  product: string,
-  metric: string,
-  priceMicros: number,
-  present: LiveParticipant[],
-) {
-  const expected = billableRange(present);
-  const billed = await settledUsage(customer, product, metric, expected.low);
-  expect(billed.seconds).toBeGreaterThanOrEqual(expected.low);
-  expect(billed.seconds).toBeLessThanOrEqual(expected.high);
-  expect(billed.row!.cost_micros).toBe(Math.floor((billed.seconds * priceMicros) / 60));
-  return billed;
 }
 
 describe('live streams on LiveKit', () => {

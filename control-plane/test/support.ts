@@ -158,12 +158,17 @@ let operatorSecret: string | undefined;
  * A command of ejabberd's HTTP API as the test stack's operator account, for what the control
  * plane's own account may not run (reading a room's options, registering bench accounts).
  */
+/** The stack profile the tests drive: the test profile, or the one `npm test`'s scale stage names. */
+export function stackProfile(): 'test' | 'scale' {
+  return process.env.SVC_STACK_PROFILE === 'scale' ? 'scale' : 'test';
+}
+
 export async function ejabberdAsOperator(
   settings: Pick<Settings, 'SVC_EJABBERD_API_URL' | 'SVC_CHAT_DOMAIN'>,
   command: string,
   body: object,
 ): Promise<Response> {
-  operatorSecret ??= ensureSecrets(stackPaths('test').secretsFile).ejabberdOperatorSecret;
+  operatorSecret ??= ensureSecrets(stackPaths(stackProfile()).secretsFile).ejabberdOperatorSecret;
   const credential = Buffer.from(`${EJABBERD_OPERATOR_USER}@${settings.SVC_CHAT_DOMAIN}:${operatorSecret}`);
   return fetch(`${settings.SVC_EJABBERD_API_URL}/${command}`, {
     method: 'POST',

@@ -42,3 +42,17 @@ export async function api<T = Record<string, unknown>>(
   });
   return { status: response.status, body: (await response.json()) as T };
 }
+
+/**
+ * Reserves an upload of five bytes of text under an Idempotency-Key: the priced call that the tests
+ * killing servers under load retry with the same key until it answers.
+ */
+export function reserveKeyedUpload(customer: Customer, key: string, name: string) {
+  return api(
+    customer,
+    'POST',
+    '/v1/storage/uploads',
+    { name, content_type: 'text/plain', size_bytes: 5 },
+    { 'idempotency-key': key },
+  );
+}

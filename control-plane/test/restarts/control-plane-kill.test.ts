@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { disposeLiveKit, join } from '../../../e2e/support/livekit.js';
-import { api } from '../../../e2e/support/stack.js';
+import { api, reserveKeyedUpload } from '../../../e2e/support/stack.js';
 import { type ChatCredential, loginFailure } from '../../../e2e/support/xmpp.js';
 import { forEachConcurrently } from '../../../infra/src/concurrency.js';
 import { stackPaths } from '../../../infra/src/paths.js';
@@ -15,8 +13,9 @@ import { RECONCILE_GRACE_MS } from '../../src/modules/live/service.js';
 import { createManualClock } from '../../src/platform/clock.js';
 import { IDEMPOTENCY_LOCK_MS } from '../../src/platform/idempotency.js';
 import { inTransaction } from '../../src/platform/transaction.js';
-import { ledgerTotals } from '../ledger.js';
+import { ledgerTotals, liveSessionsOf, storageObjectCount, usedQuantity } from '../ledger.js';
 import { createCustomer } from '../support.js';
+import { untilDone as retryUntilDone } from '../until-done.js';
 import { type Receiver, startReceiver } from '../webhook-receiver.js';
 import { stackServer } from './stack-servers.js';
 
@@ -62,26 +61,9 @@ async function killControlPlane(): Promise<void> {
     await sleep(20);
 }
 
-/**
- * Retries `attempt` through the outage, as a careful client does, until it answers `done`: a
- * network error, a 5xx, or a 409 saying its Idempotency-Key is still held are all "try again".
- */
-async function untilDone<T>(
-  what: string,
-  attempt: () => Promise<T | undefined>,
-): Promise<{ result: T; tries: number }> {
-  const deadline = Date.now() + SETTLE_MS;
-  let last: unknown;
-  for (let tries = 1; ; tries += 1) {
-    const result = await attempt().catch((error: unknown) => {
-      last = error;
-      return undefined;
-    });
-    if (result !== undefined) return { result, tries };
-    if (Date.now() > deadline)
-      throw new Error(`${what}: still failing after ${SETTLE_MS} ms (${String(last)})`);
-    await sleep(200);
-  }
+/** Retries through the outage until it answers, for at most SETTLE_MS. */
+function untilDone<T>(what: string, attempt: () => Promise<T | undefined>) {
+  return retryUntilDone(what, attempt, SETTLE_MS);
 }
 
 describe('the control plane killed with SIGKILL under load', () => {
@@ -116,17 +98,7 @@ describe('the control plane killed with SIGKILL under load', () => {
         return join(minted.body.url as string, minted.body.token as string);
       }),
     );
-    const liveSessions = () =>
-      container.pool.any(
-        sql.type(
-          z.object({
-            identity: z.string(),
-            left_at: z.date().nullable(),
-            billed_seconds: z.number().nullable(),
-          }),
-        )`
-          select identity, left_at, billed_seconds from live_sessions where account_id = ${account} order by identity`,
-      );
+    const liveSessions = () => liveSessionsOf(container, account);
     while ((await liveSessions()).length < LIVE_PARTICIPANTS) await sleep(100);
 
     // The load: every priced call with its own Idempotency-Key, retried with it until it answers.
@@ -135,13 +107,7 @@ describe('the control plane killed with SIGKILL under load', () => {
     let pricedRetries = 0;
     const pricedCalls = forEachConcurrently(keys, CONCURRENCY, async (key) => {
       const { result, tries } = await untilDone(`priced call ${key}`, async () => {
-        const answer = await api(
-          customer,
-          'POST',
-          '/v1/storage/uploads',
-          { name: 'crash.txt', content_type: 'text/plain', size_bytes: 5 },
-          { 'idempotency-key': key },
-        );
+        const answer = await reserveKeyedUpload(customer, key, 'crash.txt');
         if (answer.status === 200 || answer.status === 201) return answer.body;
         if (answer.status >= 500 || answer.status === 409) return undefined;
         throw new Error(`priced call answered ${answer.status}: ${JSON.stringify(answer.body)}`);
@@ -209,25 +175,11 @@ describe('the control plane killed with SIGKILL under load', () => {
 
     // Every priced call that answered is charged exactly once: one upload row and one unit of usage
     // each, and the balance is the sum of the ledger.
-    const uploads = await container.pool.oneFirst(
-      sql.type(
-        z.object({ count: z.number() }),
-      )`select count(*)::int as count from storage_objects where app_id = ${appId}`,
+    expect(await storageObjectCount(container, appId)).toBe(PRICED_CALLS);
+    await untilDone('usage flushed', async () =>
+      (await usedQuantity(container, appId, 'storage', 'uploads')) === PRICED_CALLS ? true : undefined,
     );
-    expect(uploads).toBe(PRICED_CALLS);
-    await untilDone('usage flushed', async () => {
-      const charged = await container.pool.oneFirst(
-        sql.type(z.object({ quantity: z.number() }))`
-          select coalesce(sum(quantity), 0)::int as quantity from usage_daily
-          where app_id = ${appId} and product = 'storage' and metric = 'uploads'`,
-      );
-      return charged === PRICED_CALLS ? true : undefined;
-    });
-    const calls = await container.pool.oneFirst(
-      sql.type(z.object({ seconds: z.number() }))`
-        select coalesce(sum(quantity), 0)::int as seconds from usage_daily
-        where app_id = ${appId} and product = 'calls'`,
-    );
+    const calls = await usedQuantity(container, appId, 'calls');
     expect(calls).toBe(sessions.reduce((sum, session) => sum + (session.billed_seconds ?? 0), 0));
     const totals = await ledgerTotals(container, account);
     expect(totals.balance).toBe(totals.ledger);

@@ -1,12 +1,11 @@
-import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { disposeLiveKit, join } from '../../../e2e/support/livekit.js';
 import { api } from '../../../e2e/support/stack.js';
 import { loadSettings } from '../../src/config/load.js';
 import { type Container, createContainer } from '../../src/container.js';
 import { RECONCILE_GRACE_MS } from '../../src/modules/live/service.js';
 import { createManualClock } from '../../src/platform/clock.js';
+import { liveSessionsOf } from '../ledger.js';
 import { createCustomer } from '../support.js';
 import { type StackServer, stackServer } from './stack-servers.js';
 
@@ -194,19 +193,7 @@ describe('LiveKit restarted with a participant in a room', () => {
       kind: 'call',
     });
     const participant = await join(minted.body.url, minted.body.token);
-    const sessions = () =>
-      container.pool.any(
-        sql.type(
-          z.object({
-            joined_at: z.date(),
-            last_seen_at: z.date(),
-            left_at: z.date().nullable(),
-            billed_seconds: z.number().nullable(),
-          }),
-        )`
-          select joined_at, last_seen_at, left_at, billed_seconds from live_sessions
-          where account_id = ${customer.account.id} and identity = 'stayer'`,
-      );
+    const sessions = () => liveSessionsOf(container, customer.account.id, 'stayer');
     const callsUsage = async () =>
       (await container.billing.usageReport(customer.account.id, 'test', 1)).usage.filter(
         (row) => row.product === 'calls',

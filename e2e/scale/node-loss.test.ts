@@ -1,0 +1,399 @@
+/**
+ * One node of each clustered server dies (SIGKILL, one at a time) under a running mixed load: a control
+ * plane replica, an ejabberd node, the LiveKit node hosting a call, and one of MinIO's four drives.
+ * The proxy routes around the dead replica, chat clients log in again on the other ejabberd node, the
+ * call continues on the surviving LiveKit node, and MinIO serves every object from three drives.
+ * Nothing is lost or charged twice. The outage each loss caused is printed.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { xml } from '@xmpp/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadSettings } from '../../control-plane/src/config/load.js';
+import { type Container, createContainer } from '../../control-plane/src/container.js';
+import { RECONCILE_GRACE_MS } from '../../control-plane/src/modules/live/service.js';
+import { createManualClock } from '../../control-plane/src/platform/clock.js';
+import { IDEMPOTENCY_LOCK_MS } from '../../control-plane/src/platform/idempotency.js';
+import {
+  ledgerTotals,
+  liveSessionsOf,
+  storageObjectCount,
+  usedQuantity,
+} from '../../control-plane/test/ledger.js';
+import { stackServer } from '../../control-plane/test/restarts/stack-servers.js';
+import { untilDone as retryUntilDone } from '../../control-plane/test/until-done.js';
+import { forEachConcurrently } from '../../infra/src/concurrency.js';
+import { stackPaths } from '../../infra/src/paths.js';
+import { isRecordAlive, readRunRecord } from '../../infra/src/run-records.js';
+import { START_MARKER } from '../../infra/src/supervisor.js';
+import { mint as mintLive } from '../support/live-billing.js';
+import { disposeLiveKit, join as joinLive, type LiveParticipant, roomService } from '../support/livekit.js';
+import { api, type Customer, createCustomer, reserveKeyedUpload } from '../support/stack.js';
+import { bodyOf, type ChatCredential, type ChatSession, connect } from '../support/xmpp.js';
+
+const SCALE = stackPaths('scale');
+/** A priced call whose key the killed replica had claimed answers 409 until that claim lapses. */
+const SETTLE_MS = IDEMPOTENCY_LOCK_MS + 30_000;
+const CHAT_USERS = 6;
+const PRICED_CONCURRENCY = 4;
+/** How long the load runs on after each loss, so that the outage shows and the recovery is seen. */
+const AFTER_LOSS_MS = 8_000;
+const LIVE_ROOM = 'survive';
+
+const clock = createManualClock(new Date());
+let container: Container;
+beforeAll(async () => {
+  container = await createContainer(loadSettings(process.env), { clock });
+});
+afterAll(async () => {
+  await container.close();
+  await disposeLiveKit();
+});
+
+/** SIGKILLs a unit of the scale stack and returns once the process is gone. */
+async function kill(unit: string): Promise<void> {
+  const record = readRunRecord(SCALE.runDir, unit);
+  if (record === undefined) throw new Error(`${unit} has no run record`);
+  process.kill(record.pid, 'SIGKILL');
+  while (isRecordAlive(record)) await sleep(10);
+}
+
+/** Retries through the outage until it answers, for at most SETTLE_MS. */
+function untilDone<T>(what: string, attempt: () => Promise<T | undefined>) {
+  return retryUntilDone(what, attempt, SETTLE_MS);
+}
+
+/** What one loss did to the load: failed attempts of each kind and the longest time to recover. */
+interface Outage {
+  lost: string;
+  pricedFailures: number;
+  pricedWindowMs: number;
+  pricedHeld: number;
+  chatDrops: number;
+  chatBackMs: number;
+  liveBackMs: number;
+  storageFailures: number;
+}
+
+/**
+ * Priced calls back to back, each with its own Idempotency-Key and retried with it until it answers
+ * (as a careful client does); every attempt is recorded with its time and outcome.
+ */
+function startPricedLoad(customer: Customer) {
+  const attempts: { at: number; outcome: 'ok' | 'failed' | 'held' }[] = [];
+  const answered: string[] = [];
+  let running = true;
+  const worker = async () => {
+    while (running) {
+      const key = randomUUID();
+      await untilDone(`priced call ${key}`, async () => {
+        const at = Date.now();
+        const answer = await reserveKeyedUpload(customer, key, 'load.txt').catch(() => undefined);
+        const ok = answer?.status === 201;
+        // 409: the key is claimed by a request still running, or by one the killed replica was running.
+        attempts.push({ at, outcome: ok ? 'ok' : answer?.status === 409 ? 'held' : 'failed' });
+        if (ok) return true;
+        if (answer === undefined || answer.status >= 500 || answer.status === 409) return undefined;
+        throw new Error(`priced call answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+      });
+      answered.push(key);
+    }
+  };
+  const workers = Array.from({ length: PRICED_CONCURRENCY }, worker);
+  return {
+    answered,
+    /**
+     * Attempts since `from` that failed (no answer, or a 5xx), the time from `from` to the last of
+     * them, and the attempts whose key was still claimed (409).
+     */
+    since(from: number) {
+      const recent = attempts.filter((attempt) => attempt.at >= from);
+      const failed = recent.filter((attempt) => attempt.outcome === 'failed');
+      return {
+        failures: failed.length,
+        windowMs: Math.max(0, ...failed.map((attempt) => attempt.at - from)),
+        held: recent.filter((attempt) => attempt.outcome === 'held').length,
+      };
+    },
+    async stop() {
+      running = false;
+      await Promise.all(workers);
+    },
+  };
+}
+
+/** A chat user who logs in again through the proxy whenever the connection drops, as an app does. */
+async function stayOnline(credential: ChatCredential) {
+  const user = { session: undefined as unknown as ChatSession, drops: [] as { at: number; back?: number }[] };
+  let stopped = false;
+  const login = async (): Promise<void> => {
+    for (;;) {
+      try {
+        user.session = await connect(credential);
+        user.session.xmpp.once('disconnect', () => {
+          if (stopped) return;
+          const drop: { at: number; back?: number } = { at: Date.now() };
+          user.drops.push(drop);
+          void login().then(() => {
+            drop.back = Date.now();
+          });
+        });
+        return;
+      } catch {
+        if (stopped) return;
+        await sleep(250);
+      }
+    }
+  };
+  await login();
+  return {
+    user,
+    async stop() {
+      stopped = true;
+      await user.session.stop();
+    },
+  };
+}
+
+/** An uploaded object and its bytes. */
+interface Stored {
+  id: string;
+  bytes: Buffer;
+}
+
+async function store(customer: Customer): Promise<Stored> {
+  const bytes = randomBytes(64 * 1024 + Math.floor(Math.random() * 4096));
+  const { result } = await untilDone('upload', async () => {
+    const answer = await api(customer, 'POST', '/v1/storage/uploads', {
+      name: 'kept.txt',
+      content_type: 'text/plain',
+      size_bytes: bytes.length,
+    });
+    if (answer.status === 201) return answer.body;
+    if (answer.status < 500)
+      throw new Error(`upload answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+    return undefined;
+  });
+  const put = await fetch(result.upload_url as string, {
+    method: 'PUT',
+    headers: result.upload_headers as Record<string, string>,
+    body: bytes,
+  });
+  expect(put.status).toBe(200);
+  const id = (result.object as { id: string }).id;
+  await untilDone(`completing ${id}`, async () => {
+    const answer = await api(customer, 'POST', `/v1/storage/objects/${id}/complete`);
+    return answer.status === 200 ? true : undefined;
+  });
+  return { id, bytes };
+}
+
+/** Whether the object reads back byte for byte through a signed URL. */
+async function readsBack(customer: Customer, object: Stored): Promise<boolean> {
+  const answer = await api(customer, 'GET', `/v1/storage/objects/${object.id}`).catch(() => undefined);
+  if (answer?.status !== 200) return false;
+  const response = await fetch(answer.body.url as string).catch(() => undefined);
+  if (response?.status !== 200) return false;
+  return Buffer.from(await response.arrayBuffer()).equals(object.bytes);
+}
+
+/** The LiveKit unit whose node hosts the room (LiveKit keeps the map in Redis; each node logs its id). */
+async function hostOf(room: string): Promise<string> {
+  // LiveKit's nodes keep their keys in a database of their own (infra/src/servers/livekit.ts).
+  const redis = container.redis.duplicate({ db: 1 });
+  try {
+    const nodeId = await untilDone(
+      'room on a node',
+      async () => (await redis.hget('room_node_map', room)) ?? undefined,
+    );
+    for (const unit of ['livekit-a', 'livekit-b']) {
+      const log = readFileSync(join(SCALE.logsDir, `${unit}.log`), 'utf8');
+      const started = /"msg":"starting LiveKit server".*?"nodeID":"(ND_\w+)"/.exec(
+        log.slice(log.lastIndexOf(START_MARKER)),
+      );
+      if (started?.[1] === nodeId.result) return unit;
+    }
+    throw new Error(`no LiveKit node logged the id ${nodeId.result}`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+describe('the scale profile losing one node of each server under load', () => {
+  it('keeps serving, and loses and doubles nothing', async () => {
+    const customer = await createCustomer(container, { mode: 'live', balanceMicros: 100_000_000 });
+    const account = customer.account.id;
+    const appId = customer.app.id;
+    const outages: Outage[] = [];
+
+    // Before: chat users online through the proxy, a call of two, objects in MinIO.
+    const chatters = await Promise.all(
+      Array.from({ length: CHAT_USERS }, async (_, i) => {
+        const minted = await api<ChatCredential>(customer, 'POST', '/v1/realtime/chat/tokens', {
+          user_id: `loss-${i}`,
+        });
+        expect(minted.status).toBe(200);
+        return stayOnline(minted.body);
+      }),
+    );
+    const callers = new Map<string, LiveParticipant>();
+    const enterCall = async (identity: string) => {
+      const { url, token } = await mintLive(customer, { room: LIVE_ROOM, identity, kind: 'call' });
+      const participant = await joinLive(url, token);
+      callers.set(identity, participant);
+      await participant.publishAudio();
+    };
+    await Promise.all(['host', 'guest'].map(enterCall));
+    const roomName = (callers.get('host') as LiveParticipant).room.name as string;
+    const presence = new Map([...callers].map(([identity, p]) => [identity, { from: p.joinedAt, to: 0 }]));
+    const kept: Stored[] = [];
+    await forEachConcurrently(Array.from({ length: 8 }), 4, async () => {
+      kept.push(await store(customer));
+    });
+    const load = startPricedLoad(customer);
+    await sleep(2_000);
+
+    /** Kills, lets the load run on, and records what failed for how long. */
+    const lose = async (lost: string, act: () => Promise<Partial<Outage>>) => {
+      const from = Date.now();
+      const seen = await act();
+      await sleep(AFTER_LOSS_MS);
+      const priced = load.since(from);
+      const drops = chatters.flatMap(({ user }) => user.drops.filter((drop) => drop.at >= from));
+      outages.push({
+        lost,
+        pricedFailures: priced.failures,
+        pricedWindowMs: priced.windowMs,
+        pricedHeld: priced.held,
+        chatDrops: drops.length,
+        chatBackMs: Math.max(0, ...drops.map((drop) => (drop.back ?? Number.POSITIVE_INFINITY) - drop.at)),
+        liveBackMs: 0,
+        storageFailures: 0,
+        ...seen,
+      });
+    };
+
+    // 1. A control plane replica: the proxy takes it out of rotation; the load goes on through the other.
+    await lose('control plane a', async () => {
+      await kill('control-plane-a');
+      return {};
+    });
+    await stackServer('up', 'control-plane');
+
+    // 2. An ejabberd node: its users are dropped and log in again on the other node, where they talk.
+    await lose('ejabberd node a', async () => {
+      await kill('ejabberd-a');
+      return {};
+    });
+    for (const { user } of chatters) expect(user.drops.every((drop) => drop.back !== undefined)).toBe(true);
+    expect(chatters.some(({ user }) => user.drops.length > 0)).toBe(true);
+    const [first, second] = chatters.map(({ user }) => user);
+    if (first === undefined || second === undefined) throw new Error('two chat users');
+    const heard = second.session.next((s) => s.is('message') && bodyOf(s) === 'still here');
+    await first.session.xmpp.send(
+      xml('message', { to: second.session.credential.jid, type: 'chat' }, xml('body', {}, 'still here')),
+    );
+    await heard;
+    await stackServer('up', 'ejabberd');
+
+    // 3. The LiveKit node hosting the call: the callers come back through the proxy, and the room goes
+    // on on the other node (re-created under its name). A caller the SDK gave up on joins again.
+    const host = await hostOf(roomName);
+    await lose(`LiveKit node ${host.slice(-1)} (hosting the call)`, async () => {
+      const from = Date.now();
+      await kill(host);
+      await untilDone('the call on the other node', async () => {
+        for (const [identity, participant] of callers)
+          if (participant.notices.some((notice) => notice.type === 'disconnected')) {
+            await participant.leave();
+            await enterCall(identity);
+          }
+        // Participants that joined the room again since, publishing.
+        const listed = await roomService().listParticipants(roomName);
+        const back = listed.filter((p) => p.tracks.length > 0 && Number(p.joinedAt) * 1000 >= from - 1_000);
+        const present = new Set(back.map((p) => p.identity));
+        return present.has('host') && present.has('guest') ? true : undefined;
+      });
+      return { liveBackMs: Date.now() - from };
+    });
+    await stackServer('up', 'livekit');
+
+    // 4. One of MinIO's four drives: its directory becomes a file. Every object still reads back,
+    // and uploads still complete (three drives keep write quorum).
+    const drive = join(SCALE.dataDir, 'minio', 'd2');
+    await lose('MinIO drive 2 of 4', async () => {
+      renameSync(drive, `${drive}.lost`);
+      writeFileSync(drive, 'not a drive');
+      let storageFailures = 0;
+      for (const object of kept) if (!(await readsBack(customer, object))) storageFailures += 1;
+      kept.push(await store(customer));
+      return { storageFailures };
+    });
+    // A blank replacement drive: MinIO heals it from the other three.
+    rmSync(drive);
+    mkdirSync(drive, { mode: 0o700 });
+    rmSync(`${drive}.lost`, { recursive: true });
+    await untilDone('the new drive healed', async () =>
+      existsSync(join(drive, loadSettings(process.env).SVC_S3_BUCKET)) ? true : undefined,
+    );
+    for (const object of kept) expect(await readsBack(customer, object)).toBe(true);
+
+    await load.stop();
+    for (const [identity, participant] of callers) {
+      await participant.leave();
+      const span = presence.get(identity);
+      if (span) span.to = participant.leftAt ?? Date.now();
+    }
+    await Promise.all(chatters.map((chatter) => chatter.stop()));
+
+    console.log(
+      `node loss under load (${load.answered.length} priced calls):\n${outages
+        .map(
+          (o) =>
+            `  ${o.lost}: ${o.pricedFailures} priced attempts failed over ${o.pricedWindowMs} ms ` +
+            `(${o.pricedHeld} more found their key still claimed); ` +
+            `${o.chatDrops} chat sessions dropped, all back within ${o.chatBackMs} ms; ` +
+            `call back after ${o.liveBackMs} ms; ${o.storageFailures} object reads failed`,
+        )
+        .join('\n')}`,
+    );
+    for (const outage of outages) expect(outage.storageFailures).toBe(0);
+
+    // Every priced call that answered is charged exactly once.
+    expect(await storageObjectCount(container, appId)).toBe(load.answered.length + kept.length);
+    await untilDone('usage flushed', async () =>
+      (await usedQuantity(container, appId, 'storage', 'uploads')) === load.answered.length + kept.length
+        ? true
+        : undefined,
+    );
+
+    // The calls: each session closed once, by its leave or else the reconciler at its last sighting;
+    // one identity's sessions never overlap, and nobody is billed for more than their presence.
+    clock.set(new Date(Date.now() + RECONCILE_GRACE_MS + 1_000));
+    await untilDone('live sessions closed', async () => {
+      if ((await liveSessionsOf(container, account)).every((session) => session.left_at !== null))
+        return true;
+      await container.live.reconcile();
+      return undefined;
+    });
+    const sessions = await liveSessionsOf(container, account);
+    for (const [identity, span] of presence) {
+      const own = sessions.filter((session) => session.identity === identity);
+      expect(own.length).toBeGreaterThanOrEqual(1);
+      // Each session ends before the next of the same identity begins.
+      const ends = own.map((session) => session.left_at?.getTime() ?? Number.POSITIVE_INFINITY);
+      own.slice(1).forEach((session, i) => {
+        expect(session.joined_at.getTime()).toBeGreaterThanOrEqual(ends[i] ?? 0);
+      });
+      const billed = own.reduce((sum, session) => sum + (session.billed_seconds ?? 0), 0);
+      expect(billed).toBeLessThanOrEqual(Math.ceil((span.to - span.from) / 1000) + 2 * own.length);
+    }
+    const billedSeconds = sessions.reduce((sum, session) => sum + (session.billed_seconds ?? 0), 0);
+    expect(await usedQuantity(container, appId, 'calls')).toBe(billedSeconds);
+    const totals = await ledgerTotals(container, account);
+    expect(totals.balance).toBe(totals.ledger);
+    expect(totals.usageCost).toBe(totals.usageLines);
+  });
+});
