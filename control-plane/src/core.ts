@@ -14,6 +14,7 @@ import { createInvalidationBus, type InvalidationBus } from './platform/cache.js
 import { type Clock, systemClock } from './platform/clock.js';
 import { type Cursors, createCursors } from './platform/cursors.js';
 import { createIdempotency, type Idempotency } from './platform/idempotency.js';
+import { type Liveness, startLiveness } from './platform/liveness.js';
 import { createMetering, type Metering } from './platform/metering.js';
 import { createOutbox, type Outbox } from './platform/outbox.js';
 import { createPrices, type Prices, parseConfiguredPricing } from './platform/prices.js';
@@ -35,6 +36,7 @@ export interface Core {
   metering: Metering;
   accrual: Accrual;
   idempotency: Idempotency;
+  liveness: Liveness;
   outbox: Outbox;
   sealer: Sealer;
   cursors: Cursors;
@@ -68,6 +70,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
   const sealer = createSealer(settings.SVC_SEALING_KEY);
   const cursors = createCursors(settings.SVC_SEALING_KEY);
   const accounts = createAccountsService({ pool, clock, bus, onError });
+  const liveness = await startLiveness(redis, onError);
   return {
     settings,
     clock,
@@ -78,7 +81,8 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     standing,
     metering,
     accrual: createAccrual({ pool, redis, clock, metering, prices, onError }),
-    idempotency: createIdempotency({ pool, clock, sealer }),
+    idempotency: createIdempotency({ pool, clock, sealer, liveness }),
+    liveness,
     outbox,
     sealer,
     cursors,
@@ -107,6 +111,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     }),
     close: async () => {
       bus.close();
+      await liveness.stop();
       await pool.end();
       redis.disconnect();
     },

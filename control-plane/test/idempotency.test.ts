@@ -266,6 +266,42 @@ describe('a priced POST sent again with the same Idempotency-Key', () => {
     }
   });
 
+  it('whose process is gone is taken over at once; one whose process beats is not', async () => {
+    const { account, app, token } = await createCustomer(ctx.container, {
+      mode: 'live',
+      balanceMicros: OPENING_BALANCE,
+    });
+    const key = newKey();
+    const send = () => post(token, '/test/idempotency/held-write', { note: 'replica' }, key);
+    /** As if another replica held the key: its claim names that replica's instance. */
+    const heldBy = (instance: string) =>
+      ctx.container.pool.query(sql.unsafe`
+        update idempotency_keys set claim = ${instance} || substr(claim, strpos(claim, '.'))
+        where app_id = ${app.id} and key = ${key}`);
+    const slowGate = held.hold();
+    const slow = send();
+    await slowGate.entered;
+
+    // A replica whose heartbeat is in Redis is running the key: wait for it.
+    const alive = `alive${randomUUID().slice(0, 8)}`;
+    await ctx.container.redis.set(`svc:instance:${alive}`, '1', 'PX', 10_000);
+    await heldBy(alive);
+    expect((await send()).statusCode).toBe(409);
+
+    // Killed: no heartbeat. The next attempt takes the key without waiting for its lock.
+    await heldBy(`gone${randomUUID().slice(0, 8)}`);
+    const takeoverGate = held.hold();
+    const takeover = send();
+    await takeoverGate.entered;
+    slowGate.release();
+    expect((await slow).statusCode).toBe(409);
+    takeoverGate.release();
+    const kept = await takeover;
+    expect([kept.statusCode, kept.headers['x-svc-cost-usd']]).toEqual([200, '0.000500']);
+    expect(await rowsOf(sql.fragment`test_priced_writes`, app.id)).toBe(1);
+    expect(await balanceOf(account.id)).toBe(OPENING_BALANCE - WRITE_PRICE);
+  });
+
   it('many times at once runs once: the others get 409 or the first answer', async () => {
     const { account, app, token } = await createCustomer(ctx.container, {
       mode: 'live',

@@ -12,6 +12,8 @@ export const ClaimRow = z.object({
   body: z.string().nullable(),
   headers: z.record(z.string(), z.string()).nullable(),
   cost_micros: z.number().int().nullable(),
+  /** The claim of the attempt holding a key that is not this one's (null when claimed). */
+  holder: z.string().nullable(),
 });
 
 /** One attempt's hold on a key of an app in a key mode. */
@@ -30,10 +32,18 @@ export function idempotencyStore(db: Db) {
   return {
     claim: (key: HeldKey, fingerprint: string, at: { now: Date; windowStart: Date; lockedUntil: Date }) =>
       db.one(sql.type(ClaimRow)`
-        select claimed, fingerprint, status, body, headers, cost_micros
+        select claimed, fingerprint, status, body, headers, cost_micros, holder
         from svc_idempotency_claim(${key.appId}, ${key.mode}, ${key.key}, ${fingerprint}, ${key.claim},
                                    ${sql.timestamp(at.now)}, ${sql.timestamp(at.windowStart)},
                                    ${sql.timestamp(at.lockedUntil)})`),
+
+    /** Takes a running key from the attempt `from` (whose process is gone); false when it is no longer that one's. */
+    takeOver: async (key: HeldKey, from: string, lockedUntil: Date) =>
+      (
+        await db.query(statement`
+          update idempotency_keys set claim = ${key.claim}, locked_until = ${sql.timestamp(lockedUntil)}
+          where ${held({ ...key, claim: from })} and status is null`)
+      ).rowCount === 1,
 
     /** Records the answer; false when the key is no longer this attempt's (its lock lapsed and another took it). */
     answer: async (key: HeldKey, answer: { status: number; body: string; headers: Record<string, string> }) =>

@@ -4,6 +4,7 @@ import type { Clock } from './clock.js';
 import { errors } from './errors.js';
 import { type HeldKey, idempotencyStore } from './idempotency-store.js';
 import { randomBase62 } from './ids.js';
+import type { Liveness } from './liveness.js';
 import { pruneInBatches } from './pruning.js';
 import type { Sealer } from './sealing.js';
 import type { Db } from './transaction.js';
@@ -16,7 +17,8 @@ export const IDEMPOTENCY_WINDOW_MS = 86_400_000;
 /**
  * How long a run holds its key without an answer. Past it another attempt may take the key: the run's
  * process has died (its work, and any charge, rolled back with it). Far longer than a handler's
- * bounded work (a statement 15 s, an ejabberd call 5 s).
+ * bounded work (a statement 15 s, an ejabberd call 5 s). A key whose process's heartbeat is gone is
+ * taken over at once (liveness.ts).
  */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 
@@ -43,23 +45,39 @@ const ownerOf = (held: Pick<HeldKey, 'appId' | 'mode' | 'key'>) =>
  * (chat passwords, webhook signing secrets), which a replay shows again but the database never holds
  * in the clear.
  */
-export function createIdempotency(deps: { pool: DatabasePool; clock: Clock; sealer: Sealer }) {
+export function createIdempotency(deps: {
+  pool: DatabasePool;
+  clock: Clock;
+  sealer: Sealer;
+  liveness: Pick<Liveness, 'id' | 'isGone'>;
+}) {
+  /** The process a claim belongs to (claims are <instance>.<attempt>). */
+  const instanceOf = (claim: string) => claim.slice(0, Math.max(0, claim.indexOf('.')));
   return {
     claim: async (
       scope: { appId: string; mode: KeyMode },
       key: string,
       fingerprint: string,
     ): Promise<Claimed> => {
-      const held: HeldKey = { appId: scope.appId, mode: scope.mode, key, claim: randomBase62(20) };
+      const claim = `${deps.liveness.id}.${randomBase62(20)}`;
+      const held: HeldKey = { appId: scope.appId, mode: scope.mode, key, claim };
       const now = deps.clock.now();
-      const row = await idempotencyStore(deps.pool).claim(held, fingerprint, {
+      const lockedUntil = new Date(now.getTime() + IDEMPOTENCY_LOCK_MS);
+      const store = idempotencyStore(deps.pool);
+      const row = await store.claim(held, fingerprint, {
         now,
         windowStart: new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS),
-        lockedUntil: new Date(now.getTime() + IDEMPOTENCY_LOCK_MS),
+        lockedUntil,
       });
       if (row.claimed) return { held };
       if (row.fingerprint !== fingerprint) throw errors.idempotencyKeyReused();
-      if (row.status === null || row.body === null) throw errors.idempotencyKeyInUse();
+      if (row.status === null || row.body === null) {
+        // Its run's process died (a replica killed mid-request): its transaction rolled back with it.
+        const holder = row.holder ?? '';
+        const gone = instanceOf(holder) !== '' && (await deps.liveness.isGone(instanceOf(holder)));
+        if (gone && (await store.takeOver(held, holder, lockedUntil))) return { held };
+        throw errors.idempotencyKeyInUse();
+      }
       return {
         replay: {
           status: row.status,
