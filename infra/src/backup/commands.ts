@@ -6,7 +6,7 @@ import { StackError, UsageError } from '../errors.js';
 import { serviceUser } from '../os-user.js';
 import { type Profile, parseProfile } from '../profile.js';
 import { ejabberd } from '../servers/ejabberd.js';
-import { dataDirOf } from '../servers/types.js';
+import { dataDirOf, instancesOf } from '../servers/types.js';
 import { createContext } from '../stack.js';
 import { type BucketSettings, backupBucket, restoreBucket, verifyObjects } from './bucket.js';
 import { backupChatCredentials, restoreChatCredentials } from './chat-credentials.js';
@@ -72,7 +72,9 @@ function stackTarget(profile: Profile): StackTarget {
     ejabberd: {
       apiUrl: setting('SVC_EJABBERD_API_URL'),
       operatorCredential: `${EJABBERD_OPERATOR_USER}@${setting('SVC_CHAT_DOMAIN')}:${context.secrets.ejabberdOperatorSecret}`,
-      spoolDir: dataDirOf(context, 'ejabberd'),
+      // Where the node the API call reaches can write its dump: in a cluster, the first node's spool
+      // (every node runs as the same OS user, and every node holds every table).
+      spoolDir: dataDirOf({ ...context, instance: instancesOf(profile)[0] }, 'ejabberd'),
       osUser: serviceUser(ejabberd.osUser),
     },
     sealingKey: setting('SVC_SEALING_KEY'),
