@@ -36,11 +36,10 @@ import { Agent, request } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import type { Element } from '@xmpp/xml';
 import { loadSettings } from '../control-plane/src/config/load.js';
 import { createCore } from '../control-plane/src/core.js';
 import { startReceiver } from '../control-plane/test/webhook-receiver.js';
-import { available, type ChatCredential, type ChatSession, connect } from '../e2e/support/xmpp.js';
+import { available, type ChatCredential, type ChatSession, connect, isOtp } from '../e2e/support/xmpp.js';
 import { stackPaths } from '../infra/src/paths.js';
 import { parseProfile } from '../infra/src/profile.js';
 import { isRecordAlive, procStatFields, readRunRecord } from '../infra/src/run-records.js';
@@ -356,9 +355,6 @@ async function login(credential: ChatCredential): Promise<ChatSession> {
     }),
   );
 }
-
-const isOtp = (stanza: Element) =>
-  stanza.is('message') && stanza.getChild('svc', 'urn:svc:messaging:0')?.attrs.purpose === 'otp';
 
 /** Every other turn of a flow on a test key, where a webhook should follow. */
 const modeOf = (turn: number): 'live' | 'test' => (turn % 2 === 0 ? 'live' : 'test');

@@ -280,3 +280,7 @@ export async function hears(to: ChatSession, room: string, text: string) {
     () => false,
   );
 }
+
+/** An OTP the control plane's messaging component delivered. */
+export const isOtp = (stanza: Element) =>
+  stanza.is('message') && stanza.getChild('svc', 'urn:svc:messaging:0')?.attrs.purpose === 'otp';

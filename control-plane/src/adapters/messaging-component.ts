@@ -60,9 +60,16 @@ export interface MessagingComponentOptions {
   connectWaitMs?: number;
   /** How long a delivery waits for the server's answer (default 10 s). */
   answerTimeoutMs?: number;
+  /** How often an online stream gets a whitespace keepalive (default KEEPALIVE_MS). */
+  keepaliveMs?: number;
 }
 
 const RETRY_MS = [250, 500, 1000, 2000, 5000];
+/**
+ * A whitespace keepalive this often while online: a proxy in front of ejabberd (the scale profile's
+ * HAProxy) cuts a stream idle past its tunnel timeout, and a dead stream shows on the next write.
+ */
+export const KEEPALIVE_MS = 60_000;
 
 export function createMessagingComponent(options: MessagingComponentOptions) {
   const connectWaitMs = options.connectWaitMs ?? 10_000;
@@ -77,6 +84,7 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
   let stopped = true;
   let attempt = 0;
   let retry: NodeJS.Timeout | undefined;
+  let keepalive: NodeJS.Timeout | undefined;
 
   const connect = async () => {
     if (stopped || xmpp.status === 'online' || xmpp.status === 'connecting') return;
@@ -167,11 +175,16 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
   return {
     start: async () => {
       stopped = false;
+      keepalive = setInterval(() => {
+        if (xmpp.status === 'online') xmpp.write(' ').catch(options.onError);
+      }, options.keepaliveMs ?? KEEPALIVE_MS);
+      keepalive.unref();
       await connect();
     },
     stop: async () => {
       stopped = true;
       clearTimeout(retry);
+      clearInterval(keepalive);
       await xmpp.stop().catch(() => {});
     },
     status: () => xmpp.status,

@@ -24,6 +24,8 @@ declare module '@xmpp/component' {
     start(): Promise<unknown>;
     stop(): Promise<unknown>;
     send(element: XmlElement): Promise<void>;
+    /** Raw text onto the stream (a whitespace keepalive). */
+    write(text: string): Promise<void>;
     reconnect: { stop(): void; reconnect(): Promise<void> };
   }
 

@@ -1,6 +1,6 @@
 import type { Element } from '@xmpp/xml';
 import { expect, it } from 'vitest';
-import { connect } from '../../../e2e/support/xmpp.js';
+import { connect, isOtp } from '../../../e2e/support/xmpp.js';
 import { chatTestFile } from '../app-users.js';
 import { callWithKey, createCustomer } from '../support.js';
 import { stackServer } from './stack-servers.js';
@@ -12,8 +12,6 @@ const STOPPING_AND_STARTING_MS = 120_000;
 
 const file = chatTestFile();
 
-const isOtp = (stanza: Element) =>
-  stanza.is('message') && stanza.getChild('svc', 'urn:svc:messaging:0')?.attrs.purpose === 'otp';
 const codeIn = (stanza: Element) => /\b(\d{6})\b/.exec(stanza.getChildText('body') ?? '')![1]!;
 
 it(
