@@ -31,7 +31,7 @@ import { START_MARKER } from '../../infra/src/supervisor.js';
 import { mint as mintLive } from '../support/live-billing.js';
 import { disposeLiveKit, join as joinLive, type LiveParticipant, roomService } from '../support/livekit.js';
 import { api, type Customer, createCustomer, reserveKeyedUpload } from '../support/stack.js';
-import { bodyOf, type ChatCredential, type ChatSession, connect } from '../support/xmpp.js';
+import { bodyOf, type ChatCredential, type ChatSession, connect, isOtp } from '../support/xmpp.js';
 
 const SCALE = stackPaths('scale');
 /** A priced call whose key the killed replica had claimed answers 409 until that claim lapses. */
@@ -71,9 +71,11 @@ interface Outage {
   pricedFailures: number;
   pricedWindowMs: number;
   pricedHeld: number;
+  pricedHeldWindowMs: number;
   chatDrops: number;
   chatBackMs: number;
   liveBackMs: number;
+  messagingBackMs: number;
   storageFailures: number;
 }
 
@@ -115,6 +117,10 @@ function startPricedLoad(customer: Customer) {
         failures: failed.length,
         windowMs: Math.max(0, ...failed.map((attempt) => attempt.at - from)),
         held: recent.filter((attempt) => attempt.outcome === 'held').length,
+        heldWindowMs: Math.max(
+          0,
+          ...recent.filter((attempt) => attempt.outcome === 'held').map((attempt) => attempt.at - from),
+        ),
       };
     },
     async stop() {
@@ -267,9 +273,11 @@ describe('the scale profile losing one node of each server under load', () => {
         pricedFailures: priced.failures,
         pricedWindowMs: priced.windowMs,
         pricedHeld: priced.held,
+        pricedHeldWindowMs: priced.heldWindowMs,
         chatDrops: drops.length,
         chatBackMs: Math.max(0, ...drops.map((drop) => (drop.back ?? Number.POSITIVE_INFINITY) - drop.at)),
         liveBackMs: 0,
+        messagingBackMs: 0,
         storageFailures: 0,
         ...seen,
       });
@@ -282,10 +290,21 @@ describe('the scale profile losing one node of each server under load', () => {
     });
     await stackServer('up', 'control-plane');
 
-    // 2. An ejabberd node: its users are dropped and log in again on the other node, where they talk.
+    // 2. An ejabberd node: its users are dropped and log in again on the other node, where they talk,
+    // and the control plane's component (on either node) gets an OTP to them.
     await lose('ejabberd node a', async () => {
+      const from = Date.now();
       await kill('ejabberd-a');
-      return {};
+      const to = chatters[1]?.user;
+      if (to === undefined) throw new Error('a second chat user');
+      await untilDone('an OTP to a user online again', async () => {
+        const arriving = to.session.next(isOtp, 5_000);
+        arriving.catch(() => {});
+        const sent = await api<{ delivered: boolean }>(customer, 'POST', '/v1/otp/send', { to: 'loss-1' });
+        if (sent.status !== 200 || !sent.body.delivered) return undefined;
+        return arriving;
+      });
+      return { messagingBackMs: Date.now() - from };
     });
     for (const { user } of chatters) expect(user.drops.every((drop) => drop.back !== undefined)).toBe(true);
     expect(chatters.some(({ user }) => user.drops.length > 0)).toBe(true);
@@ -353,13 +372,16 @@ describe('the scale profile losing one node of each server under load', () => {
         .map(
           (o) =>
             `  ${o.lost}: ${o.pricedFailures} priced attempts failed over ${o.pricedWindowMs} ms ` +
-            `(${o.pricedHeld} more found their key still claimed); ` +
+            `(${o.pricedHeld} more found their key still claimed, over ${o.pricedHeldWindowMs} ms); ` +
             `${o.chatDrops} chat sessions dropped, all back within ${o.chatBackMs} ms; ` +
-            `call back after ${o.liveBackMs} ms; ${o.storageFailures} object reads failed`,
+            `call back after ${o.liveBackMs} ms; an OTP delivered after ${o.messagingBackMs} ms; ` +
+            `${o.storageFailures} object reads failed`,
         )
         .join('\n')}`,
     );
     for (const outage of outages) expect(outage.storageFailures).toBe(0);
+    // Keys the killed replica held were taken over once its heartbeat lapsed, not when their lock did.
+    for (const outage of outages) expect(outage.pricedHeldWindowMs).toBeLessThan(IDEMPOTENCY_LOCK_MS / 2);
 
     // Every priced call that answered is charged exactly once.
     expect(await storageObjectCount(container, appId)).toBe(load.answered.length + kept.length);
