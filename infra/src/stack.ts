@@ -46,10 +46,11 @@ export function unitsOf(context: StackContext, servers: readonly ServerDefinitio
   const instances = instancesOf(context.profile);
   return servers.flatMap((server): Unit[] => {
     if (!server.replicated || instances.length === 0) return [{ name: server.name, server, context }];
-    return instances.map((instance) => {
-      ensureDir(join(context.paths.confDir, instance.name));
-      return { name: unitName(server.name, instance.name), server, context: { ...context, instance } };
-    });
+    return instances.map((instance) => ({
+      name: unitName(server.name, instance.name),
+      server,
+      context: { ...context, instance },
+    }));
   });
 }
 
@@ -58,7 +59,7 @@ export function logFileOf(context: StackContext, unit: string): string {
 }
 
 function report(server: string, message: string): void {
-  console.log(`${server.padEnd(14)} ${message}`);
+  console.log(`${server.padEnd(16)} ${message}`);
 }
 
 function seconds(sinceMs: number): string {
@@ -115,6 +116,8 @@ async function ensureRunning(unit: Unit): Promise<StartOutcome> {
   if (existing) removeRunRecord(runDir, unit.name);
 
   await assertPortsFree(server.ports, ownPorts(context));
+  // An instance's rendered configs (confFileOf).
+  if (context.instance) ensureDir(join(context.paths.confDir, context.instance.name));
   const user = serviceUser(server.osUser);
   await server.prepare(context, user);
   const startedAt = Date.now();

@@ -164,11 +164,8 @@ export function distributionPorts({ profile, ports }: StackContext): string {
  */
 function distributionArgs(ebin: string): string[] {
   // -pa: svc_epmd, and mod_svc_scope and ejabberd_auth_svc_api, which ejabberd.yml loads.
-  return ['-pa', ebin, '-start_epmd', 'false', '-epmd_module', 'svc_epmd'].concat([
-    '-kernel',
-    'inet_dist_use_interface',
-    '{127,0,0,1}',
-  ]);
+  const loopbackOnly = ['-kernel', 'inet_dist_use_interface', '{127,0,0,1}'];
+  return ['-pa', ebin, '-start_epmd', 'false', '-epmd_module', 'svc_epmd', ...loopbackOnly];
 }
 
 /**
