@@ -1,7 +1,7 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
 import type { Route } from '../platform/route.js';
-import { itemLinks } from './openapi.js';
+import { itemLinks, markOptionalInputs } from './openapi.js';
 
 const WithId = Type.Object({ id: Type.String() });
 const declared = (operationId: string, method: Route['method'], url: string, response: TSchema = WithId) =>
@@ -57,5 +57,44 @@ describe('itemLinks', () => {
     expect(links.get('orgs.upsert')).toEqual({
       'orgs.read': { operationId: 'orgs.read', parameters: { org: '$response.body#/external_id' } },
     });
+  });
+});
+
+describe('markOptionalInputs', () => {
+  it('lets a body field or a parameter with a default, and a body of only such fields, be left out', () => {
+    const routeSchema = {
+      type: 'object',
+      required: ['user_id', 'ttl_seconds'],
+      properties: { user_id: { type: 'string' }, ttl_seconds: { type: 'integer', default: 3600 } },
+    };
+    const document = markOptionalInputs({
+      paths: {
+        '/v1/tokens': {
+          post: {
+            parameters: [{ in: 'query', name: 'limit', required: true, schema: { default: 20 } }],
+            requestBody: { required: true, content: { 'application/json': { schema: routeSchema } } },
+          },
+          put: {
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': {
+                  schema: { required: ['days'], properties: { days: { type: 'integer', default: 30 } } },
+                },
+              },
+            },
+          },
+        },
+      },
+    });
+    const post = document.paths['/v1/tokens'].post;
+    expect(post.requestBody.content['application/json'].schema.required).toEqual(['user_id']);
+    expect(post.requestBody.required).toBe(true);
+    expect(post.parameters[0]?.required).toBe(false);
+    const put = document.paths['/v1/tokens'].put;
+    expect(put.requestBody.content['application/json'].schema).not.toHaveProperty('required');
+    expect(put.requestBody.required).toBe(false);
+    // The route's own schema, which validates requests, is left as declared.
+    expect(routeSchema.required).toEqual(['user_id', 'ttl_seconds']);
   });
 });

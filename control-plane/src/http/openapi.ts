@@ -6,18 +6,29 @@ interface Document {
 }
 interface Operation {
   parameters?: { required?: boolean; schema?: Record<string, unknown> }[];
-  requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[] } }> };
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: BodySchema }> };
+}
+interface BodySchema {
+  required?: string[];
+  properties?: Record<string, { default?: unknown }>;
 }
 
 /**
- * Says in the document what the pipeline accepts: a body whose every field is optional may be left
- * out (it reads as {}), and a parameter with a default may be left out (the default is used).
- * @fastify/swagger marks every body and every listed parameter required.
+ * Says in the document what the pipeline accepts: a body field or a parameter with a default may be
+ * left out (the default is used), and a body whose every field is optional may be left out (it reads
+ * as {}). @fastify/swagger marks every body, every listed parameter and every field without
+ * Type.Optional required.
  */
 export function markOptionalInputs<D extends object>(document: D): D {
   for (const operations of Object.values((document as Document).paths ?? {})) {
     for (const operation of Object.values(operations)) {
       const body = operation.requestBody;
+      for (const media of Object.values(body?.content ?? {})) {
+        const { required, ...schema } = media.schema ?? {};
+        const needed = required?.filter((field) => !('default' in (schema.properties?.[field] ?? {})));
+        // A copy: the route's own schema, which validates requests, stays as declared.
+        if (needed) media.schema = needed.length > 0 ? { ...schema, required: needed } : schema;
+      }
       if (body && Object.values(body.content ?? {}).every((media) => !media.schema?.required?.length))
         body.required = false;
       for (const parameter of operation.parameters ?? [])
