@@ -85,17 +85,22 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
   let attempt = 0;
   let retry: NodeJS.Timeout | undefined;
   let keepalive: NodeJS.Timeout | undefined;
+  /** The attempt under way: a stop waits for it, since closing a stream mid-open throws outside it. */
+  let connecting: Promise<void> | undefined;
 
   const connect = async () => {
     if (stopped || xmpp.status === 'online' || xmpp.status === 'connecting') return;
-    try {
-      if (xmpp.status === 'offline') await xmpp.start();
-      else await xmpp.reconnect.reconnect();
-      attempt = 0;
-    } catch (error) {
-      options.onError(error);
-      scheduleConnect();
-    }
+    connecting = (async () => {
+      try {
+        if (xmpp.status === 'offline') await xmpp.start();
+        else await xmpp.reconnect.reconnect();
+        attempt = 0;
+      } catch (error) {
+        options.onError(error);
+        scheduleConnect();
+      }
+    })();
+    await connecting;
   };
   const scheduleConnect = () => {
     if (stopped) return;
@@ -185,6 +190,7 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
       stopped = true;
       clearTimeout(retry);
       clearInterval(keepalive);
+      await connecting;
       await xmpp.stop().catch(() => {});
     },
     status: () => xmpp.status,
