@@ -63,6 +63,16 @@ export default defineConfig({
         },
       },
       {
+        // The SDK against the running stack, and its generated code against the API it describes.
+        test: {
+          name: 'sdk',
+          include: ['sdk/test/**/*.test.ts'],
+          env,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
         // Calls every operation thousands of times, the AI provider's among them: alone, so that no
         // other test's limits (the provider's queue, per-user rates) meet its traffic.
         test: {

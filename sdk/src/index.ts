@@ -1,0 +1,6 @@
+export type { Answer, Args, CallOptions, ClientOptions, Input, Output } from './call.js';
+export { usdToMicros } from './call.js';
+export { type ErrorBody, SvcApiError, SvcTransportError } from './errors.js';
+export type { components, operations, paths } from './generated/openapi.js';
+export { OPERATIONS, type OperationId } from './generated/operations.js';
+export { createServerClient, type ServerClient, type ServerClientOptions } from './server.js';
