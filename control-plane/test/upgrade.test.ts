@@ -142,7 +142,9 @@ describe('an upgrade from the previous release', () => {
     } finally {
       await upgraded.close();
     }
-  });
+    // It copies the whole shared test database: minutes on a long-lived test stack (a soak leaves
+    // millions of rows), seconds on a fresh one.
+  }, 600_000);
 });
 
 async function principalOf(token: string) {

@@ -4,3 +4,13 @@ export { type ErrorBody, SvcApiError, SvcTransportError } from './errors.js';
 export type { components, operations, paths } from './generated/openapi.js';
 export { OPERATIONS, type OperationId } from './generated/operations.js';
 export { createServerClient, type ServerClient, type ServerClientOptions } from './server.js';
+export {
+  createUserTokenVerifier,
+  type ShieldTicket,
+  SvcVerificationError,
+  type UserTokenClaims,
+  verifyShieldTicket,
+  verifyWebhook,
+  WEBHOOK_TOLERANCE_SECONDS,
+  type WebhookEvent,
+} from './verify.js';

@@ -8,9 +8,14 @@ interface Operation {
   parameters?: { required?: boolean; schema?: Record<string, unknown> }[];
   requestBody?: { required?: boolean; content?: Record<string, { schema?: BodySchema }> };
 }
-interface BodySchema {
+export interface BodySchema {
   required?: string[];
   properties?: Record<string, { default?: unknown }>;
+}
+
+/** The fields a body must carry: those required that have no default (the pipeline fills those in). */
+export function neededFields(schema: BodySchema): string[] {
+  return (schema.required ?? []).filter((field) => !('default' in (schema.properties?.[field] ?? {})));
 }
 
 /**
@@ -24,10 +29,11 @@ export function markOptionalInputs<D extends object>(document: D): D {
     for (const operation of Object.values(operations)) {
       const body = operation.requestBody;
       for (const media of Object.values(body?.content ?? {})) {
-        const { required, ...schema } = media.schema ?? {};
-        const needed = required?.filter((field) => !('default' in (schema.properties?.[field] ?? {})));
+        if (!media.schema?.required) continue;
+        const { required, ...schema } = media.schema;
+        const needed = neededFields(media.schema);
         // A copy: the route's own schema, which validates requests, stays as declared.
-        if (needed) media.schema = needed.length > 0 ? { ...schema, required: needed } : schema;
+        media.schema = needed.length > 0 ? { ...schema, required: needed } : schema;
       }
       if (body && Object.values(body.content ?? {}).every((media) => !media.schema?.required?.length))
         body.required = false;

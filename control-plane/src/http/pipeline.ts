@@ -16,7 +16,7 @@ import {
   idempotencyKeyOf,
   takesIdempotencyKey,
 } from './idempotency.js';
-import { itemLinks, type OpenApiLink } from './openapi.js';
+import { type BodySchema, itemLinks, neededFields, type OpenApiLink } from './openapi.js';
 
 export interface PipelineDeps extends AuthDeps {
   metering: Metering;
@@ -163,9 +163,10 @@ function registerRoute(
   const idempotent = takesIdempotencyKey(declared);
   const onRequest = authHook(declared, deps);
   const admission = admissionHook(declared, deps);
-  // A body whose every field is optional may be left out: it reads as {} (a chat by code). A body
-  // sent as JSON null is not left out, and is validated (a 422).
-  const optionalBody = declared.body !== undefined && !declared.body.required?.length;
+  // A body whose every field is optional or has a default may be left out: it reads as {} (a chat by
+  // code), as the OpenAPI document says (markOptionalInputs). A body sent as JSON null is not left
+  // out, and is validated (a 422).
+  const optionalBody = declared.body !== undefined && neededFields(declared.body as BodySchema).length === 0;
   const preValidation = [
     ...(optionalBody
       ? [
