@@ -190,3 +190,29 @@ export function createCaller(options: ClientOptions, headers: () => Record<strin
     }
   }) as Caller;
 }
+
+/** Operations whose answer is a cursor page: `{ items, next_cursor }`. */
+export type PagedId = {
+  [Id in OperationId]: Output<Id> extends { items: unknown[]; next_cursor: string | null } ? Id : never;
+}[OperationId];
+export type ItemOf<Id extends PagedId> = Output<Id> extends { items: (infer Item)[] } ? Item : never;
+
+/** Every item of a list, page after page, following next_cursor until it is null. */
+export function paginator(call: Caller) {
+  return async function* paginate<Id extends PagedId>(
+    id: Id,
+    ...[input, callOptions]: Args<Id>
+  ): AsyncGenerator<ItemOf<Id>> {
+    let cursor: string | undefined;
+    do {
+      const query = {
+        ...((input as { query?: object } | undefined)?.query ?? {}),
+        ...(cursor ? { cursor } : {}),
+      };
+      const args = [{ ...(input ?? {}), query } as Input<Id>, callOptions as CallOptions] as Args<Id>;
+      const page = (await call(id, ...args)).data as { items: ItemOf<Id>[]; next_cursor: string | null };
+      yield* page.items;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  };
+}

@@ -4,6 +4,7 @@ export { type ErrorBody, SvcApiError, SvcTransportError } from './errors.js';
 export type { components, operations, paths } from './generated/openapi.js';
 export { OPERATIONS, type OperationId } from './generated/operations.js';
 export { createServerClient, type ServerClient, type ServerClientOptions } from './server.js';
+export { createUserClient, type UserClient, type UserClientOptions } from './user.js';
 export {
   createUserTokenVerifier,
   type ShieldTicket,

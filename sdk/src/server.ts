@@ -1,19 +1,5 @@
-import {
-  type Args,
-  type CallOptions,
-  type ClientOptions,
-  createCaller,
-  type Input,
-  type Output,
-} from './call.js';
+import { type ClientOptions, createCaller, paginator } from './call.js';
 import { secretKeyOperations } from './generated/bindings.js';
-import type { OperationId } from './generated/operations.js';
-
-/** Operations whose answer is a cursor page: `{ items, next_cursor }`. */
-type PagedId = {
-  [Id in OperationId]: Output<Id> extends { items: unknown[]; next_cursor: string | null } ? Id : never;
-}[OperationId];
-type ItemOf<Id extends PagedId> = Output<Id> extends { items: (infer Item)[] } ? Item : never;
 
 export interface ServerClientOptions extends ClientOptions {
   /** The app's secret key (svc_live_… or svc_test_…): keep it on your server. */
@@ -30,23 +16,7 @@ export function createServerClient(options: ServerClientOptions) {
   return {
     ...secretKeyOperations(call),
     call,
-    /** Every item of a list, page after page, following next_cursor until it is null. */
-    async *paginate<Id extends PagedId>(
-      id: Id,
-      ...[input, callOptions]: Args<Id>
-    ): AsyncGenerator<ItemOf<Id>> {
-      let cursor: string | undefined;
-      do {
-        const query = {
-          ...((input as { query?: object } | undefined)?.query ?? {}),
-          ...(cursor ? { cursor } : {}),
-        };
-        const args = [{ ...(input ?? {}), query } as Input<Id>, callOptions as CallOptions] as Args<Id>;
-        const page = (await call(id, ...args)).data as { items: ItemOf<Id>[]; next_cursor: string | null };
-        yield* page.items;
-        cursor = page.next_cursor ?? undefined;
-      } while (cursor !== undefined);
-    },
+    paginate: paginator(call),
   };
 }
 
