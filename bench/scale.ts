@@ -13,7 +13,7 @@
  *   npx tsx bench/scale.ts [seconds-per-phase=20] [concurrency=16]
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadSettings } from '../control-plane/src/config/load.js';
 import type { Settings } from '../control-plane/src/config/schema.js';
@@ -24,7 +24,7 @@ import { type ChatCredential, connect } from '../e2e/support/xmpp.js';
 import { loadProfileEnv } from '../infra/src/env-file.js';
 import { stackPaths } from '../infra/src/paths.js';
 import type { Profile } from '../infra/src/profile.js';
-import { isRecordAlive, procStatFields, type RunRecord, readRunRecord } from '../infra/src/run-records.js';
+import { procKiB, procStatFields, runningRecords } from '../infra/src/run-records.js';
 import { instancesOf } from '../infra/src/servers/types.js';
 import { type Figures, figures, type Run, runConcurrently, secondsSince } from './support.js';
 
@@ -221,26 +221,6 @@ async function counters(container: Container): Promise<Counters> {
   return { xactCommit: Number(xactCommit), redisCommands: Number(redisCommands), at: performance.now() };
 }
 
-/** The recorded units of a profile that run now: run/<unit>.json. */
-function units(profile: Profile): RunRecord[] {
-  const { runDir } = stackPaths(profile);
-  return readdirSync(runDir)
-    .filter((file) => file.endsWith('.json'))
-    .map((file) => readRunRecord(runDir, file.slice(0, -'.json'.length)))
-    .filter((record): record is RunRecord => record !== undefined && isRecordAlive(record))
-    .sort((a, b) => a.server.localeCompare(b.server));
-}
-
-/** A field of /proc/<pid>/<file> in KiB (VmRSS of status, Pss of smaps_rollup); 0 when it is gone. */
-function kib(pid: number, file: 'status' | 'smaps_rollup', field: 'VmRSS' | 'Pss'): number {
-  try {
-    const text = readFileSync(`/proc/${pid}/${file}`, 'utf8');
-    return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-}
-
 /** Every process's parent, from /proc/<pid>/stat. */
 function parents(): Map<number, number> {
   const map = new Map<number, number>();
@@ -278,13 +258,16 @@ interface Memory {
 
 function memory(profile: Profile): Memory[] {
   const parentOf = parents();
-  return units(profile).map((record) => {
+  return runningRecords(stackPaths(profile).runDir).map((record) => {
     const children = descendants(record.pid, parentOf);
     return {
       unit: record.server,
       pid: record.pid,
-      own: kib(record.pid, 'status', 'VmRSS'),
-      tree: [record.pid, ...children].reduce((sum, pid) => sum + kib(pid, 'smaps_rollup', 'Pss'), 0),
+      own: procKiB(record.pid, 'status', 'VmRSS') ?? 0,
+      tree: [record.pid, ...children].reduce(
+        (sum, pid) => sum + (procKiB(pid, 'smaps_rollup', 'Pss') ?? 0),
+        0,
+      ),
       children: children.length,
     };
   });

@@ -42,7 +42,13 @@ import { startReceiver } from '../control-plane/test/webhook-receiver.js';
 import { available, type ChatCredential, type ChatSession, connect, isOtp } from '../e2e/support/xmpp.js';
 import { stackPaths } from '../infra/src/paths.js';
 import { parseProfile } from '../infra/src/profile.js';
-import { isRecordAlive, procStatFields, readRunRecord } from '../infra/src/run-records.js';
+import {
+  isRecordAlive,
+  procKiB,
+  procStatFields,
+  readRunRecord,
+  runningRecords,
+} from '../infra/src/run-records.js';
 import { percentiles, useStackSettings } from './support.js';
 
 const { values, positionals } = parseArgs({
@@ -588,12 +594,7 @@ interface Sample {
 
 /** NaN once the process is gone (the run then fails: it was restarted). */
 function rssKiB(): number {
-  try {
-    const status = readFileSync(`/proc/${controlPlane!.pid}/status`, 'utf8');
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
-  } catch {
-    return Number.NaN;
-  }
+  return procKiB(controlPlane!.pid, 'status', 'VmRSS') ?? Number.NaN;
 }
 
 /** The control plane's own gauges from its Prometheus metrics (internal listener). */
@@ -641,12 +642,9 @@ function serverTicks(): Map<string, number> {
     const fields = procStatFields(entry);
     if (fields) processes.set(Number(entry), fields.map(Number));
   }
-  const runDir = stackPaths(profile).runDir;
-  const serverOf = new Map<number, string>();
-  for (const file of readdirSync(runDir).filter((name) => name.endsWith('.json'))) {
-    const record = readRunRecord(runDir, file.slice(0, -'.json'.length));
-    if (record && isRecordAlive(record)) serverOf.set(record.pid, record.server);
-  }
+  const serverOf = new Map(
+    runningRecords(stackPaths(profile).runDir).map((record) => [record.pid, record.server]),
+  );
   const ticks = new Map<string, number>();
   for (const [pid, fields] of processes) {
     let ancestor: number | undefined = pid;

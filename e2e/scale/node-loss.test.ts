@@ -112,15 +112,20 @@ function startPricedLoad(customer: Customer) {
      */
     since(from: number) {
       const recent = attempts.filter((attempt) => attempt.at >= from);
-      const failed = recent.filter((attempt) => attempt.outcome === 'failed');
+      const windowOf = (outcome: 'failed' | 'held') => {
+        const matching = recent.filter((attempt) => attempt.outcome === outcome);
+        return {
+          count: matching.length,
+          windowMs: Math.max(0, ...matching.map((attempt) => attempt.at - from)),
+        };
+      };
+      const failed = windowOf('failed');
+      const held = windowOf('held');
       return {
-        failures: failed.length,
-        windowMs: Math.max(0, ...failed.map((attempt) => attempt.at - from)),
-        held: recent.filter((attempt) => attempt.outcome === 'held').length,
-        heldWindowMs: Math.max(
-          0,
-          ...recent.filter((attempt) => attempt.outcome === 'held').map((attempt) => attempt.at - from),
-        ),
+        failures: failed.count,
+        windowMs: failed.windowMs,
+        held: held.count,
+        heldWindowMs: held.windowMs,
       };
     },
     async stop() {

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from './files.js';
 
@@ -44,6 +44,21 @@ export function procStatFields(pid: number | string): string[] | undefined {
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
+/** A size of /proc/<pid>/status (VmRSS) or smaps_rollup (Pss) in KiB; undefined once the process is gone. */
+export function procKiB(
+  pid: number,
+  file: 'status' | 'smaps_rollup',
+  field: 'VmRSS' | 'Pss',
+): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/${file}`, 'utf8');
+    const value = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1];
+    return value === undefined ? undefined : Number(value);
+  } catch {
+    return undefined;
+  }
+}
+
 /** /proc/<pid>/stat, or undefined when there is no such process. */
 export function readProcStat(pid: number): ProcStat | undefined {
   const fields = procStatFields(pid);
@@ -87,4 +102,13 @@ export function writeRunRecord(runDir: string, record: RunRecord): void {
 
 export function removeRunRecord(runDir: string, server: string): void {
   rmSync(runRecordFile(runDir, server), { force: true });
+}
+
+/** The records of a run dir whose processes run now, by unit name. */
+export function runningRecords(runDir: string): RunRecord[] {
+  return readdirSync(runDir)
+    .filter((file) => file.endsWith('.json'))
+    .map((file) => readRunRecord(runDir, file.slice(0, -'.json'.length)))
+    .filter((record): record is RunRecord => record !== undefined && isRecordAlive(record))
+    .sort((a, b) => a.server.localeCompare(b.server));
 }

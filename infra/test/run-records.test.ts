@@ -7,10 +7,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   currentBootId,
   isRecordAlive,
+  procKiB,
   type RunRecord,
   readProcStat,
   readRunRecord,
   removeRunRecord,
+  runningRecords,
   writeRunRecord,
 } from '../src/run-records.js';
 
@@ -68,5 +70,19 @@ describe('run records', () => {
     expect(readRunRecord(runDir, 'redis')).toEqual(record);
     removeRunRecord(runDir, 'redis');
     expect(readRunRecord(runDir, 'redis')).toBeUndefined();
+  });
+});
+
+describe('the running units of a run dir', () => {
+  const runDir = mkdtempSync(join(tmpdir(), 'stack-run-'));
+  afterAll(() => rmSync(runDir, { recursive: true, force: true }));
+
+  it('lists the records whose processes run, by unit name, and reads their memory', () => {
+    writeRunRecord(runDir, recordOf(process.pid, { server: 'proxy' }));
+    writeRunRecord(runDir, recordOf(process.pid, { server: 'ejabberd-a' }));
+    writeRunRecord(runDir, recordOf(process.pid, { server: 'ejabberd-b', startTicks: -1 }));
+    expect(runningRecords(runDir).map((record) => record.server)).toEqual(['ejabberd-a', 'proxy']);
+    expect(procKiB(process.pid, 'status', 'VmRSS')).toBeGreaterThan(0);
+    expect(procKiB(2 ** 22 + 1, 'status', 'VmRSS')).toBeUndefined();
   });
 });

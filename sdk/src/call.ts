@@ -108,7 +108,7 @@ function urlOf(baseUrl: string, path: string, input: { path?: object; query?: ob
  * that got no answer only when it can do no harm twice (GET, PUT, DELETE, or a POST with its key).
  */
 function retryable(failure: unknown, method: string, keyed: boolean): boolean {
-  if (failure instanceof SvcTransportError) return method !== 'POST' && method !== 'PATCH' ? true : keyed;
+  if (failure instanceof SvcTransportError) return keyed || (method !== 'POST' && method !== 'PATCH');
   if (!(failure instanceof SvcApiError)) return false;
   if (failure.status === 503 || failure.status === 429) return true;
   return failure.status === 409 && failure.code === 'IDEMPOTENCY_KEY_IN_USE';
