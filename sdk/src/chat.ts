@@ -112,9 +112,15 @@ export async function connectChat(options: ChatOptions): Promise<ChatSession> {
     await xmpp.stop().catch(() => {});
   };
   xmpp.on('error', () => {}); // what ends the session is in `ended`; the rest, xmpp.js recovers from
+  // The initial presence, once stream management is on, so that the server routes messages here and
+  // delivers stored ones: after the first login below, and after each reconnection.
+  const announce = async () => {
+    await streamManagementEnabled(xmpp);
+    if (options.presence !== false) await xmpp.send(xml('presence'));
+  };
+  let started = false;
   xmpp.on('online', () => {
-    if (options.presence === false) return;
-    void streamManagementEnabled(xmpp).then(() => xmpp.send(xml('presence')).catch(() => {}));
+    if (started) void announce().catch(() => {});
   });
 
   try {
@@ -123,7 +129,8 @@ export async function connectChat(options: ChatOptions): Promise<ChatSession> {
     await stop();
     throw error instanceof CallbackRefusal ? error.cause : error;
   }
-  await streamManagementEnabled(xmpp);
+  await announce();
+  started = true;
   return {
     xmpp,
     get credential() {

@@ -1,4 +1,14 @@
-export type { Answer, Args, CallOptions, ClientOptions, Input, Output } from './call.js';
+export type {
+  Answer,
+  Args,
+  Caller,
+  CallOptions,
+  ClientOptions,
+  Input,
+  ItemOf,
+  Output,
+  PagedId,
+} from './call.js';
 export { usdToMicros } from './call.js';
 export { type ErrorBody, SvcApiError, SvcTransportError } from './errors.js';
 export type { components, operations, paths } from './generated/openapi.js';
@@ -7,6 +17,7 @@ export { createServerClient, type ServerClient, type ServerClientOptions } from 
 export { createUserClient, type UserClient, type UserClientOptions } from './user.js';
 export {
   createUserTokenVerifier,
+  type HeaderBag,
   type ShieldTicket,
   SvcVerificationError,
   type UserTokenClaims,

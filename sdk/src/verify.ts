@@ -93,7 +93,8 @@ export interface WebhookEvent<Data = Record<string, unknown>> {
   data: Data;
 }
 
-type HeaderBag = Headers | Record<string, string | string[] | undefined>;
+/** Request headers as `fetch` (a `Headers`) or Node's `http` (a plain object) gives them. */
+export type HeaderBag = Headers | Record<string, string | string[] | undefined>;
 
 function header(headers: HeaderBag, name: string): string {
   if (headers instanceof Headers) return headers.get(name) ?? '';

@@ -5,7 +5,6 @@
  * credentials expired.
  */
 import { xml } from '@xmpp/client';
-import { build } from 'esbuild';
 import type { Page, WebSocketRoute } from 'playwright';
 import { describe, expect, it } from 'vitest';
 import { useWebApp } from '../../e2e/support/browser.js';
@@ -13,32 +12,13 @@ import { roomService } from '../../e2e/support/livekit.js';
 import { createCustomer, ejabberdAsOperator, stackSettings } from '../../e2e/support/stack.js';
 import { connect } from '../../e2e/support/xmpp.js';
 import { createServerClient } from '../src/index.js';
+import { browserBundle } from './support/bundle.js';
 
-/** The helpers as an app's bundler would ship them, with xmpp.js and livekit-client inside. */
-const bundle = await build({
-  stdin: {
-    contents: `import { connectChat } from './src/chat.ts';
+const bundle = await browserBundle({
+  contents: `import { connectChat } from './src/chat.ts';
 import { joinLive } from './src/live.ts';
 window.svc = { connectChat, joinLive };`,
-    resolveDir: new URL('..', import.meta.url).pathname,
-    loader: 'ts',
-  },
-  bundle: true,
-  format: 'esm',
-  platform: 'browser',
-  target: 'es2022',
-  write: false,
-  logLevel: 'silent',
-  // xmpp.js 0.14's browser field misses @xmpp/resolve's `node:dns` (used only without a service URL).
-  plugins: [
-    {
-      name: 'node-builtins-absent',
-      setup(plugin) {
-        plugin.onResolve({ filter: /^node:/ }, ({ path }) => ({ path, namespace: 'absent' }));
-        plugin.onLoad({ filter: /.*/, namespace: 'absent' }, () => ({ contents: 'export default {};' }));
-      },
-    },
-  ],
+  resolveDir: new URL('..', import.meta.url).pathname,
 });
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>app</title>
@@ -76,7 +56,7 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>app</title>
 
 const web = useWebApp({
   '/': { type: 'text/html', body: PAGE },
-  '/sdk.js': { type: 'text/javascript', body: bundle.outputFiles[0]!.text },
+  '/sdk.js': { type: 'text/javascript', body: bundle },
 });
 
 interface PageWindow {
