@@ -27,10 +27,15 @@ export type Input<Id extends OperationId> = ([PathOf<Id>] extends [never]
 
 type SuccessStatus = 200 | 201 | 202 | 204;
 type Responses<Id extends OperationId> = Operation<Id>['responses'];
-type JsonOf<Response> = Response extends { content: { 'application/json': infer Json } } ? Json : undefined;
+/** A JSON answer's type; the bytes of any other (a media file) as a Blob; nothing without a body. */
+type BodyTypeOf<Response> = Response extends { content: { 'application/json': infer Json } }
+  ? Json
+  : Response extends { content: object }
+    ? Blob
+    : undefined;
 
 /** What a call answers on success. */
-export type Output<Id extends OperationId> = JsonOf<
+export type Output<Id extends OperationId> = BodyTypeOf<
   Responses<Id>[Extract<keyof Responses<Id>, SuccessStatus>]
 >;
 
@@ -161,14 +166,13 @@ export function createCaller(options: ClientOptions, headers: () => Record<strin
         if (call.signal?.aborted) throw error;
         throw new SvcTransportError(id, timeout.aborted ? 'timeout' : 'connection', { cause: error });
       }
-      const text = await response.text();
-      const json = text === '' ? undefined : (JSON.parse(text) as unknown);
+      const answer = await bodyOf(response);
       const requestId = response.headers.get('x-request-id') ?? undefined;
       if (!response.ok) {
         const retryAfter = response.headers.get('retry-after');
-        const error = (json as { error?: SvcApiError['error'] } | undefined)?.error ?? {
+        const error = (answer as { error?: SvcApiError['error'] } | undefined)?.error ?? {
           type: 'unknown',
-          message: text.slice(0, 200) || response.statusText,
+          message: (typeof answer === 'string' ? answer.slice(0, 200) : '') || response.statusText,
         };
         throw new SvcApiError(
           id,
@@ -180,7 +184,7 @@ export function createCaller(options: ClientOptions, headers: () => Record<strin
       }
       const costUsd = response.headers.get('x-svc-cost-usd') ?? '0.000000';
       return {
-        data: json,
+        data: answer,
         status: response.status,
         costUsd,
         costMicros: usdToMicros(costUsd),
@@ -189,6 +193,18 @@ export function createCaller(options: ClientOptions, headers: () => Record<strin
       };
     }
   }) as Caller;
+}
+
+/** The answer's body: parsed JSON, a Blob of other bytes, or the text of a non-JSON error. */
+async function bodyOf(response: Response): Promise<unknown> {
+  const type = response.headers.get('content-type') ?? '';
+  if (/[/+]json\b/.test(type)) {
+    const text = await response.text();
+    return text === '' ? undefined : JSON.parse(text);
+  }
+  if (!response.ok) return response.text();
+  const bytes = await response.blob();
+  return bytes.size === 0 && type === '' ? undefined : bytes;
 }
 
 /** Operations whose answer is a cursor page: `{ items, next_cursor }`. */

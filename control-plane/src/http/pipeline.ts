@@ -6,7 +6,7 @@ import type { HeldKey, Idempotency } from '../platform/idempotency.js';
 import type { Metering } from '../platform/metering.js';
 import { formatUsd } from '../platform/money.js';
 import type { AuthKind, Route } from '../platform/route.js';
-import { errorResponses } from '../platform/schemas.js';
+import { answerSchema, errorResponses } from '../platform/schemas.js';
 import type { Db } from '../platform/transaction.js';
 import { type AuthDeps, admissionHook, authHook, spends } from './auth.js';
 import {
@@ -233,8 +233,13 @@ function registerRoute(
       ...(declared.body ? { body: declared.body } : {}),
       ...(idempotent ? { headers: IdempotencyKeyHeader } : {}),
       response: {
-        [declared.status ?? 200]: declared.response,
-        ...declared.otherResponses,
+        [declared.status ?? 200]: answerSchema(declared.response, declared.produces),
+        ...Object.fromEntries(
+          Object.entries(declared.otherResponses ?? {}).map(([status, schema]) => [
+            status,
+            answerSchema(schema, declared.produces),
+          ]),
+        ),
         ...errorResponses(errorStatuses(declared), idempotent ? IDEMPOTENCY_MEANINGS : {}),
       },
     },

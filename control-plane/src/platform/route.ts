@@ -102,6 +102,11 @@ export interface RouteDeclaration<
   itemId?: string;
   /** Other answers that carry a body of their own rather than the error body (readiness's 503). */
   otherResponses?: Record<number, TSchema>;
+  /**
+   * The media type of the success answers when they are not JSON (a file's bytes): the OpenAPI
+   * document then describes them under it, so that clients do not parse them as JSON.
+   */
+  produces?: string;
   /** Error statuses beyond those of the auth kind (401, 422, 429, 500 for keyed operations). */
   errors?: readonly ErrorStatus[];
   /**

@@ -69,6 +69,15 @@ export function errorResponses(
   );
 }
 
+/**
+ * A success answer's schema as fastify and the OpenAPI document take it: as is for JSON, or under
+ * `mediaType` for other bytes (fastify serializes neither a stream nor a buffer).
+ */
+export function answerSchema(schema: TSchema, mediaType?: string): TSchema | object {
+  if (mediaType === undefined) return schema;
+  return { description: schema.description, content: { [mediaType]: { schema } } };
+}
+
 /** A page size: 1 to `max`, `fallback` when not given. */
 export const Limit = (max: number, fallback: number, description = 'Page size') =>
   Type.Integer({ minimum: 1, maximum: max, default: fallback, description });

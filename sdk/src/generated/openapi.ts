@@ -2500,7 +2500,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "*/*": string;
                 };
             };
             /** @description The bytes, or the requested range of them (206) */
@@ -2509,7 +2509,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "*/*": string;
                 };
             };
             /** @description No such resource for this app and key mode */
@@ -2642,7 +2642,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "image/jpeg": string;
                 };
             };
             /** @description The bytes, or the requested range of them (206) */
@@ -2651,7 +2651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "image/jpeg": string;
                 };
             };
             /** @description No such resource for this app and key mode */

@@ -18,6 +18,8 @@ export const mediaRoutes = (media: MediaService) =>
       params: MediaParams,
       response: MediaBytes,
       otherResponses: { 206: MediaBytes },
+      // A moment's video or a studio asset's own type; thumbnails are JPEG.
+      produces: variant === 'file' ? '*/*' : 'image/jpeg',
       errors: [404, 429],
       // Players ask with GET and a Range; a HEAD would read the whole file for nothing.
       head: false,
