@@ -48,6 +48,8 @@ export interface ChatSession {
 const DEFAULT_RENEW_BEFORE_SECONDS = 30;
 /** How long to wait for stream management (XEP-0198) to be enabled before the initial presence. */
 const STREAM_MANAGEMENT_WAIT_MS = 5_000;
+/** How long to wait for the server's echo of the initial presence. */
+const PRESENCE_ECHO_WAIT_MS = 5_000;
 
 /** Connects to the bundle's chat server with credentials from `options.credential`. */
 export async function connectChat(options: ChatOptions): Promise<ChatSession> {
@@ -113,10 +115,14 @@ export async function connectChat(options: ChatOptions): Promise<ChatSession> {
   };
   xmpp.on('error', () => {}); // what ends the session is in `ended`; the rest, xmpp.js recovers from
   // The initial presence, once stream management is on, so that the server routes messages here and
-  // delivers stored ones: after the first login below, and after each reconnection.
+  // delivers stored ones: after the first login below, and after each reconnection. Done when the
+  // server echoes it: a message sent to the user before then may be stored for a later login.
   const announce = async () => {
     await streamManagementEnabled(xmpp);
-    if (options.presence !== false) await xmpp.send(xml('presence'));
+    if (options.presence === false) return;
+    const echoed = ownPresenceEcho(xmpp);
+    await xmpp.send(xml('presence'));
+    await echoed;
   };
   let started = false;
   xmpp.on('online', () => {
@@ -150,6 +156,22 @@ type Authenticate = Parameters<Extract<Options['credentials'], (...args: never[]
 /** The server's answer to a login it refused (xmpp.js's SASLError, with its RFC 6120 condition). */
 const isSaslFailure = (error: unknown): error is Error & { condition: string } =>
   error instanceof Error && error.name === 'SASLError';
+
+/** The server's echo of the session's own presence (it is available from then on), or 5 s. */
+function ownPresenceEcho(xmpp: Client) {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      xmpp.removeListener('stanza', onStanza);
+      resolve();
+    };
+    const onStanza = (stanza: ReturnType<typeof xml>) => {
+      if (stanza.is('presence') && !stanza.attrs.type && stanza.attrs.from === xmpp.jid?.toString()) done();
+    };
+    const timer = setTimeout(done, PRESENCE_ECHO_WAIT_MS);
+    xmpp.on('stanza', onStanza);
+  });
+}
 
 /**
  * xmpp.js counts a stanza that arrives just before `<enabled/>` after it resets its counter, then
