@@ -16,6 +16,8 @@ describe('itemLinks', () => {
       declared('inboxes.staff', 'PUT', '/v1/orgs/:org/inboxes/:inbox/staff'),
       // A sub-item needs its own create first: no link.
       declared('inboxes.notes.read', 'GET', '/v1/orgs/:org/inboxes/:inbox/notes/:note'),
+      // Nor does removing what is under the item, which only a later call puts there.
+      declared('inboxes.staff.delete', 'DELETE', '/v1/orgs/:org/inboxes/:inbox/staff'),
       // Another collection that merely starts the same way.
       declared('inboxes_archive.read', 'GET', '/v1/orgs/:org/inboxes_archive/:id'),
     ]);

@@ -69,8 +69,11 @@ export function itemLinks(routes: readonly Route[]): Map<string, Record<string, 
     const item = new RegExp(`^${create.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/:(\\w+)(/|$)`);
     const found: Record<string, OpenApiLink> = {};
     for (const next of routes) {
-      const itemParameter = item.exec(next.url)?.[1];
+      const [, itemParameter, underItem] = item.exec(next.url) ?? [];
       if (!itemParameter || next.hidden) continue;
+      // Removing something under the item (a reaction, a like, a phone) needs it put first: right
+      // after the create there is nothing, and its 404 is right.
+      if (next.method === 'DELETE' && underItem === '/') continue;
       const parameters = Object.fromEntries(
         pathParameters(next.url).map((name) => [
           name,
