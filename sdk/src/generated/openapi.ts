@@ -15082,7 +15082,7 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size */
                 limit?: number;
-                /** @description Part of a member’s display name or user id */
+                /** @description Part of a member’s display name or user id: 1-100 characters; line breaks allowed, other control characters not */
                 q?: string;
                 /** @description Default active */
                 status?: "active" | "blocked" | "pending" | "removed";

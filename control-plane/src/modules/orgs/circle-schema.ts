@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
-import { displayName } from '../../platform/identities.js';
+import { displayName, postText } from '../../platform/identities.js';
 import { Cursor, Deleted, Limit, literalUnion, Page } from '../../platform/schemas.js';
 import { E164_PATTERN } from '../messaging/schema.js';
 import { Timestamps } from './schema.js';
@@ -165,13 +165,8 @@ export const CircleMember = Type.Object(
 export const CircleMemberPage = Page(CircleMember);
 export const CircleMembersQuery = Type.Object(
   {
-    q: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 100,
-        description: 'Part of a member’s display name or user id',
-      }),
-    ),
+    // Text people type: a control character (a NUL, which PostgreSQL's text cannot hold) is a 422.
+    q: Type.Optional(postText(100, 'Part of a member’s display name or user id')),
     status: Type.Optional(
       literalUnion(['active', 'blocked', 'pending', 'removed'] as const, { description: 'Default active' }),
     ),
