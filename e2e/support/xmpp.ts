@@ -1,6 +1,7 @@
 import { type Client, client, xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
 import WebSocket from 'ws';
+import { streamManagementEnabled } from '../../sdk/src/stream-management.js';
 
 // @xmpp/client opens its WebSocket through the global constructor, which Node 20 does not have.
 (globalThis as { WebSocket?: unknown }).WebSocket ??= WebSocket;
@@ -79,17 +80,6 @@ export async function connect(
       await xmpp.stop().catch(() => {});
     },
   };
-}
-
-/**
- * Waits for XEP-0198 to be on before the first stanza: xmpp.js counts a stanza that arrives just
- * before <enabled/> after it resets its counter, then acknowledges one stanza too many and ejabberd
- * closes the stream ("Client acknowledged more stanzas than sent by server").
- */
-async function streamManagementEnabled(xmpp: Client) {
-  const sm = (xmpp as unknown as { streamManagement: { enabled: boolean } }).streamManagement;
-  for (let waited = 0; !sm.enabled && waited < 5_000; waited += 10)
-    await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
 /**

@@ -8,6 +8,7 @@
 import { type Client, client, type Options, xml } from '@xmpp/client';
 import type { Output } from './call.js';
 import { CallbackRefusal, endSignal, holdCredential } from './held.js';
+import { streamManagementEnabled } from './stream-management.js';
 
 /** What `chat.tokens.create` (and an org member's or identity's `chat-token`) answers. */
 export type ChatCredential = Output<'chat.tokens.create'>;
@@ -45,9 +46,6 @@ export interface ChatSession {
   stop(): Promise<void>;
 }
 
-const DEFAULT_RENEW_BEFORE_SECONDS = 30;
-/** How long to wait for stream management (XEP-0198) to be enabled before the initial presence. */
-const STREAM_MANAGEMENT_WAIT_MS = 5_000;
 /** How long to wait for the server's echo of the initial presence. */
 const PRESENCE_ECHO_WAIT_MS = 5_000;
 
@@ -56,7 +54,7 @@ export async function connectChat(options: ChatOptions): Promise<ChatSession> {
   const held = await holdCredential(
     options.credential,
     (credential) => Date.parse(credential.expires_at),
-    (options.renewBeforeSeconds ?? DEFAULT_RENEW_BEFORE_SECONDS) * 1_000,
+    options.renewBeforeSeconds,
   );
   const { ended, end } = endSignal<Error | undefined>();
 
@@ -171,14 +169,4 @@ function ownPresenceEcho(xmpp: Client) {
     const timer = setTimeout(done, PRESENCE_ECHO_WAIT_MS);
     xmpp.on('stanza', onStanza);
   });
-}
-
-/**
- * xmpp.js counts a stanza that arrives just before `<enabled/>` after it resets its counter, then
- * acknowledges one stanza too many and the server closes the stream; nothing is sent before it.
- */
-async function streamManagementEnabled(xmpp: Client) {
-  const management = (xmpp as unknown as { streamManagement?: { enabled: boolean } }).streamManagement;
-  for (let waited = 0; management && !management.enabled && waited < STREAM_MANAGEMENT_WAIT_MS; waited += 10)
-    await new Promise((resolve) => setTimeout(resolve, 10));
 }

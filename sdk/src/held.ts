@@ -5,16 +5,21 @@ export class CallbackRefusal extends Error {
   }
 }
 
+/** How long before its expiry a held credential is renewed, unless the app says otherwise. */
+const DEFAULT_RENEW_BEFORE_SECONDS = 30;
+
 /**
  * A credential from the app's server, kept across reconnections while it is valid: renewed when it
- * expires within `renewBeforeMs`, or when the server refused it (replaced, revoked). `fresh` says it
- * was fetched for the connection being made, so that a refusal of a fresh one is final.
+ * expires within `renewBeforeSeconds` (default 30), or when the server refused it (replaced,
+ * revoked). `fresh` says it was fetched for the connection being made, so that a refusal of a fresh
+ * one is final.
  */
 export async function holdCredential<T>(
   fetchCredential: () => Promise<T>,
   expiresAt: (credential: T, fetchedAt: number) => number,
-  renewBeforeMs: number,
+  renewBeforeSeconds = DEFAULT_RENEW_BEFORE_SECONDS,
 ) {
+  const renewBeforeMs = renewBeforeSeconds * 1_000;
   const fetchOne = async () => {
     try {
       return await fetchCredential();

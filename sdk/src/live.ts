@@ -71,7 +71,6 @@ const FINAL = new Set<DisconnectReason | undefined>([
   DisconnectReason.USER_UNAVAILABLE,
 ]);
 const DEFAULT_REJOIN_ATTEMPTS = 5;
-const DEFAULT_RENEW_BEFORE_SECONDS = 30;
 const FIRST_REJOIN_DELAY_MS = 1_000;
 
 const notAllowed = (error: unknown) =>
@@ -82,7 +81,7 @@ export async function joinLive(options: LiveOptions): Promise<LiveSession> {
   const held = await holdCredential(
     options.token,
     (token, fetchedAt) => fetchedAt + token.expires_in * 1_000,
-    (options.renewBeforeSeconds ?? DEFAULT_RENEW_BEFORE_SECONDS) * 1_000,
+    options.renewBeforeSeconds,
   );
   const room = new Room(options.room);
   const connect = () => room.connect(held.current.url, held.current.token, options.connect);
@@ -115,11 +114,13 @@ export async function joinLive(options: LiveOptions): Promise<LiveSession> {
         held.fresh = false;
       }
     }
-    end(leaving ? { reason: DisconnectReason.CLIENT_INITIATED } : { error: lastError });
+    if (!leaving) end({ error: lastError });
   };
 
+  // After leave() the session is already ended (by leave itself): nothing to rejoin.
   room.on(RoomEvent.Disconnected, (reason) => {
-    if (leaving || FINAL.has(reason)) end({ reason: leaving ? DisconnectReason.CLIENT_INITIATED : reason });
+    if (leaving) return;
+    if (FINAL.has(reason)) end({ reason });
     else void rejoin();
   });
 
