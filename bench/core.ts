@@ -8,7 +8,8 @@
  * Paths compared with (a): priced calls and credential mints with a live key, signed read URLs.
  * Paths compared with (b): credential mints with a test key, shield tickets.
  * Each path and its floor are measured in turns (four rounds each), so that the drift of a shared
- * machine hits both alike; the ratio compares their totals.
+ * machine hits both alike; the ratio compares their totals. Under each, the CPU a call took in this
+ * process, PostgreSQL and Redis (bench/cpu.ts): where a path's cost above its floor goes.
  *
  *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency] [only]
  *
@@ -23,6 +24,7 @@ import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
+import { cpuLine, cpuMeter, noCpu } from './cpu.js';
 import { type Figures, figures, percentiles, timed, useTestStackSettings } from './support.js';
 
 useTestStackSettings();
@@ -34,6 +36,7 @@ await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: 7 })
 const app = await buildApp(container, { logger: false });
 await mountFloors(app, container);
 await app.ready();
+const { charged } = cpuMeter();
 
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
@@ -65,13 +68,18 @@ async function compare(
   await timedChecked(warmUp, path, label);
   const floorRuns = [];
   const pathRuns = [];
+  const floorCpu = noCpu();
+  const pathCpu = noCpu();
+  const perRound = Math.ceil(calls / ROUNDS);
   for (let round = 0; round < ROUNDS; round += 1) {
-    floorRuns.push(await timedChecked(Math.ceil(calls / ROUNDS), floor, floorLabel));
-    pathRuns.push(await timedChecked(Math.ceil(calls / ROUNDS), path, label));
+    floorRuns.push(await charged(floorCpu, () => timedChecked(perRound, floor, floorLabel)));
+    pathRuns.push(await charged(pathCpu, () => timedChecked(perRound, path, label)));
   }
   const measured: [Figures, Figures] = [figures(pathRuns), figures(floorRuns)];
   console.log(line(label, measured[0]));
+  console.log(cpuLine(pathCpu, perRound * ROUNDS, 3));
   console.log(line(`  its floor ${floorLabel}`, measured[1]));
+  console.log(cpuLine(floorCpu, perRound * ROUNDS, 3));
   return measured;
 }
 

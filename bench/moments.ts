@@ -31,7 +31,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,8 +49,7 @@ import { storageKeyOf } from '../control-plane/src/modules/storage/service.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { stackPaths } from '../infra/src/paths.js';
-import { readRunRecord } from '../infra/src/run-records.js';
+import { type Cpu, cpuLine, cpuMeter, noCpu } from './cpu.js';
 import {
   type Figures,
   figures,
@@ -98,82 +97,7 @@ const line = (label: string, f: Figures, digits = 0) =>
 
 /** A call through the app from an address of its own; anything but a success ends the bench. */
 const call = injectOk.bind(null, app);
-
-// ----- CPU: who spent it ---------------------------------------------------------------------------
-
-const TICK_MS = 1000 / Number(await promisify(execFile)('getconf', ['CLK_TCK']).then((r) => r.stdout));
-
-/** Fields of /proc/<pid>/stat after the command name: [state, ppid, …]; undefined when gone. */
-function statFields(pid: number | string): string[] | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-/** utime + stime, and cutime + cstime (children waited for), in ticks. */
-const own = (fields: string[]) => Number(fields[11]) + Number(fields[12]);
-const reaped = (fields: string[]) => Number(fields[13]) + Number(fields[14]);
-
-const stackPids = Object.fromEntries(
-  (['postgres', 'minio', 'redis'] as const).map((server) => [
-    server,
-    readRunRecord(stackPaths('test').runDir, server)?.pid,
-  ]),
-) as Record<'postgres' | 'minio' | 'redis', number | undefined>;
-
-/** CPU so far, in ms: this process, its children, each server with its children, the whole machine. */
-function cpuNow() {
-  const self = statFields('self')!;
-  const byServer = { postgres: 0, minio: 0, redis: 0 };
-  const roots = new Map<number, keyof typeof byServer>();
-  for (const [server, pid] of Object.entries(stackPids) as [keyof typeof byServer, number | undefined][]) {
-    if (pid === undefined) continue;
-    const fields = statFields(pid);
-    if (!fields) continue;
-    roots.set(pid, server);
-    byServer[server] += own(fields) + reaped(fields);
-  }
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const fields = statFields(entry);
-    const server = fields && roots.get(Number(fields[1]));
-    if (fields && server) byServer[server] += own(fields) + reaped(fields);
-  }
-  const [, ...times] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
-  const total = times.slice(0, 8).reduce((sum, value) => sum + value, 0);
-  const idle = (times[3] ?? 0) + (times[4] ?? 0);
-  return {
-    node: own(self) * TICK_MS,
-    tools: reaped(self) * TICK_MS,
-    postgres: byServer.postgres * TICK_MS,
-    minio: byServer.minio * TICK_MS,
-    redis: byServer.redis * TICK_MS,
-    machine: (total - idle) * TICK_MS,
-  };
-}
-type Cpu = ReturnType<typeof cpuNow>;
-const noCpu = (): Cpu => ({ node: 0, tools: 0, postgres: 0, minio: 0, redis: 0, machine: 0 });
-
-/** A measured run that also adds the CPU spent meanwhile to `spent`. */
-async function charged(spent: Cpu, run: () => Promise<Run>): Promise<Run> {
-  const before = cpuNow();
-  const result = await run();
-  const after = cpuNow();
-  for (const key of Object.keys(spent) as (keyof Cpu)[]) spent[key] += after[key] - before[key];
-  return result;
-}
-
-/** CPU ms per call, by whom; "other" is the rest of the machine (other tenants included). */
-function cpuLine(spent: Cpu, count: number, digits = 0) {
-  const per = (value: number) => (value / count).toFixed(digits).padStart(4);
-  const other = spent.machine - spent.node - spent.tools - spent.postgres - spent.minio - spent.redis;
-  return (
-    `      CPU ms a call: node ${per(spent.node)}, ffprobe+ffmpeg ${per(spent.tools)}, postgres ${per(spent.postgres)},` +
-    ` minio ${per(spent.minio)}, redis ${per(spent.redis)}, other ${per(other)}; machine ${per(spent.machine)}`
-  );
-}
+const { charged } = cpuMeter();
 
 // ----- 1. publishing ---------------------------------------------------------------------------------
 
