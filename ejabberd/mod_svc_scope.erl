@@ -518,9 +518,8 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
         throw({bad_request, <<"Addresses of another app are out of reach">>}),
     #jid{luser = LUser} = To,
     %% A signed-in account exists: the account check (external auth, a round trip to the control
-    %% plane) is left for a recipient who is not online.
-    Online = [P || {P, _} <- ejabberd_sm:get_user_present_resources(LUser, LServer), P >= 0] /= [],
-    case Online orelse ejabberd_auth:user_exists(LUser, LServer) of
+    %% plane) is left for a recipient who is not signed in.
+    case reach(LUser, LServer) /= offline orelse ejabberd_auth:user_exists(LUser, LServer) of
         false ->
             <<"no-account">>;
         true ->
@@ -530,7 +529,28 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
                       end,
             case lists:all(Allowed, Senders) of
                 false -> <<"blocked">>;
-                true -> hand_over(Msg, Online, LServer)
+                %% Looked at again after the account check: a login meanwhile is reached at once.
+                true -> hand_over(Msg, reach(LUser, LServer), LServer)
+            end
+    end.
+
+%% How a message reaches the user now:
+%%   available: a session at priority 0 or more, reached as ejabberd routes any message to a bare JID;
+%%   {signing_in, Resources}: sessions signed in that have not sent their initial presence yet. Their
+%%     initial presence delivers what offline storage holds, so a message stored just as it is handled
+%%     would wait there for the next login (the OTP an app requests the instant its login ends);
+%%     each such session is handed the message instead;
+%%   offline: no session to hand it to (or only ones at a negative priority, which take none).
+reach(LUser, LServer) ->
+    Present = ejabberd_sm:get_user_present_resources(LUser, LServer),
+    case [R || {P, R} <- Present, P >= 0] of
+        [_ | _] ->
+            available;
+        [] ->
+            Announced = [R || {_, R} <- Present],
+            case ejabberd_sm:get_user_resources(LUser, LServer) -- Announced of
+                [] -> offline;
+                Resources -> {signing_in, Resources}
             end
     end.
 
@@ -544,14 +564,21 @@ on_behalf_of(Text) ->
 scope_of(#jid{luser = <<>>}) -> none;
 scope_of(#jid{luser = LUser}) -> scope(LUser).
 
-%% As ejabberd_sm routes a message to a bare JID: to the available sessions, or else to the offline
-%% store, whose answer is kept here rather than bounced unseen. (A session that ends meanwhile leaves
-%% the routed message to ejabberd_sm, which stores it offline too.)
-hand_over(Msg, true, _LServer) ->
+%% As ejabberd_sm routes a message to a bare JID: to the available sessions (and to those still signing
+%% in), or else to the offline store, whose answer is kept here rather than bounced unseen. (A session
+%% that ends meanwhile leaves the routed message to ejabberd_sm, which stores it offline too.)
+hand_over(Msg, available, _LServer) ->
     %% The answer says it arrived: the notice is for messages read later from offline storage.
     ejabberd_router:route(xmpp:put_meta(Msg, svc_answered_online, true)),
     <<"online">>;
-hand_over(Msg, false, LServer) ->
+hand_over(#message{to = To} = Msg, {signing_in, Resources}, _LServer) ->
+    %% To each session's full JID, which ejabberd hands to the session whatever its presence.
+    lists:foreach(fun(Resource) ->
+                          ejabberd_router:route(xmpp:put_meta(Msg#message{to = jid:replace_resource(To, Resource)},
+                                                              svc_answered_online, true))
+                  end, Resources),
+    <<"online">>;
+hand_over(Msg, offline, LServer) ->
     case ejabberd_hooks:run_fold(offline_message_hook, LServer, {bounce, Msg}, []) of
         {offlined, _} -> <<"stored">>;
         _ -> <<"refused">>

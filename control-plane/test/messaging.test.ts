@@ -94,6 +94,25 @@ describe('POST /v1/otp/send and /v1/otp/verify', () => {
     });
   });
 
+  it('hands a code at once to a session signed in that has not sent its presence yet', async () => {
+    const app = await customer();
+    // The app asks for the code the instant the login ends: stored offline then, it could miss the
+    // delivery the session's initial presence makes, and wait for the next login.
+    const eve = await connect(await app.user('eve'), 'e2e', { signingIn: true });
+    sessions.push(eve);
+    const arriving = eve.next(marked('otp'), 5_000);
+    const sent = (await app.call('POST', '/v1/otp/send', { to: 'eve' })).json();
+    expect(sent).toMatchObject({ delivered: true });
+    const message = await arriving;
+    expect(message.getChild('svc', NS)!.attrs.id).toBe(sent.id);
+    const arrivedAt = await ctx.container.pool.oneFirst(
+      sql.type(
+        z.object({ arrived_at: z.date().nullable() }),
+      )`select arrived_at from messages where id = ${sent.id}`,
+    );
+    expect(arrivedAt).not.toBeNull();
+  });
+
   it('emits otp.delivered when the code reaches the client, never with the code', async () => {
     const app = await customer();
     const created = await app.call('POST', '/v1/webhooks', {

@@ -30,11 +30,13 @@ export interface ChatSession {
 /**
  * Logs in over WebSocket (SASL PLAIN) with a minted credential; rejects when the server refuses.
  * A resource given as a function is asked for after the password was accepted and before the session
- * is bound: a test holds the login there.
+ * is bound: a test holds the login there. `signingIn` leaves the session without its initial presence
+ * (signed in, not yet available).
  */
 export async function connect(
   credential: ChatCredential,
   resource: string | (() => Promise<string>) = 'e2e',
+  { signingIn = false }: { signingIn?: boolean } = {},
 ): Promise<ChatSession> {
   const xmpp = client({
     service: credential.ws,
@@ -58,7 +60,7 @@ export async function connect(
   });
   await xmpp.start();
   await streamManagementEnabled(xmpp);
-  await xmpp.send(xml('presence'));
+  if (!signingIn) await xmpp.send(xml('presence'));
   return {
     xmpp,
     credential,
