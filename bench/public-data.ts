@@ -27,6 +27,7 @@ import { USER_LIMITS } from '../control-plane/src/modules/social/schema.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
+import { type Cpu, cpuLine, cpuMeter, noCpu } from './cpu.js';
 import {
   type Figures,
   figures,
@@ -218,7 +219,18 @@ console.log(
 const WARM_UP = Math.min(200, calls);
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
-const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
+const { charged } = cpuMeter();
+/** A measured run; with `spent`, the CPU it took (node, PostgreSQL, Redis) is added there. */
+const measure = (count: number, request: () => Promise<unknown>, spent?: Cpu) =>
+  spent ? charged(spent, () => timed(count, concurrency, request)) : timed(count, concurrency, request);
+/** A measured run, printed with the CPU a call took. */
+async function measured(label: string, count: number, request: () => Promise<unknown>) {
+  const spent = noCpu();
+  const result = figures([await measure(count, request, spent)]);
+  console.log(line(label, result));
+  console.log(cpuLine(spent, count, 3));
+  return result;
+}
 
 const line = (label: string, f: Figures) =>
   `  ${label.padEnd(46)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
@@ -267,14 +279,12 @@ const floor = () => call('POST', '/bench/floor/insert', {});
 console.log(`\nlists and search (${WARM_UP} calls of warm-up each)`);
 // The absolute goals are for an idle machine: the floor at the same concurrency says what this one gives.
 await measure(WARM_UP, floor);
-console.log(line('floor (a) one INSERT in one transaction', figures([await measure(calls, floor)])));
+await measured('floor (a) one INSERT in one transaction', calls, floor);
 await measure(WARM_UP, firstPage);
-const firstPages = figures([await measure(calls, firstPage)]);
-console.log(line('GET /v1/buzzes?author, first page', firstPages));
+const firstPages = await measured('GET /v1/buzzes?author, first page', calls, firstPage);
 console.log(goal(firstPages, 10));
 await measure(WARM_UP, secondPage);
-const nextPages = figures([await measure(calls, secondPage)]);
-console.log(line('GET /v1/buzzes?author&cursor, second page', nextPages));
+const nextPages = await measured('GET /v1/buzzes?author&cursor, second page', calls, secondPage);
 console.log(goal(nextPages, 10));
 
 // Search: the kinds in turns, both groups (profiles and buzzes) each time, as an app's search box.
@@ -305,8 +315,7 @@ const searchOf = (byKind: Map<string, number[]>) => {
 const kinds = () => new Map(SEARCHES.map(([kind]) => [kind, [] as number[]]));
 await measure(WARM_UP, searchOf(kinds()));
 const byKind = kinds();
-const searches = figures([await measure(calls, searchOf(byKind))]);
-console.log(line('GET /v1/search', searches));
+const searches = await measured('GET /v1/search', calls, searchOf(byKind));
 console.log(goal(searches, 50));
 for (const [kind, latencies] of byKind) {
   console.log(`    ${kind.padEnd(44)} ${latencyLine(percentiles(latencies))}`);
@@ -337,14 +346,19 @@ await measure(WARM_UP, floor);
 await measure(WARM_UP, publish);
 const floorRuns: Run[] = [];
 const publishRuns: Run[] = [];
+const floorCpu = noCpu();
+const publishCpu = noCpu();
+const perRound = Math.ceil(calls / ROUNDS);
 for (let round = 0; round < ROUNDS; round += 1) {
-  floorRuns.push(await measure(Math.ceil(calls / ROUNDS), floor));
-  publishRuns.push(await measure(Math.ceil(calls / ROUNDS), publish));
+  floorRuns.push(await measure(perRound, floor, floorCpu));
+  publishRuns.push(await measure(perRound, publish, publishCpu));
 }
 const publishing = figures(publishRuns);
 const floorFigures = figures(floorRuns);
 console.log(line('POST /v1/me/buzzes', publishing));
+console.log(cpuLine(publishCpu, perRound * ROUNDS, 3));
 console.log(line('  its floor (a) one INSERT in one transaction', floorFigures));
+console.log(cpuLine(floorCpu, perRound * ROUNDS, 3));
 console.log(
   `    ratio ${(publishing.perSecond / floorFigures.perSecond).toFixed(2)}× (a) throughput (≥ 0.5 wanted);` +
     ` p99 ${(publishing.p99 / floorFigures.p99).toFixed(2)}× the floor's`,
