@@ -7,7 +7,12 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REACTION_KINDS, USER_LIMITS } from '../src/modules/social/schema.js';
+import {
+  REACTION_KINDS,
+  SEARCH_BUZZ_CANDIDATES,
+  SEARCH_BUZZ_WALK,
+  USER_LIMITS,
+} from '../src/modules/social/schema.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -1029,6 +1034,45 @@ describe('search', () => {
     expectInvalid(await read(key, '/v1/search?q=cafe&limit=0'), 'query', 'limit');
     expectInvalid(await read(key, '/v1/search?q=cafe&type=people'), 'query', 'type');
     expectInvalid(await asUser(viewer.token, 'GET', '/v1/me/search?q=cafe&limit=51'), 'query', 'limit');
+  });
+
+  it('ranks the newest matches of common and of rare words alike, however old the rare ones are', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS });
+    const author = await member(customer.token, `archivist_${tag()}`);
+    const t = tag().replace(/\d/g, 'x');
+    const [common, rare, few] = [`lumen${t}`, `umbra${t}`, `nox${t}`];
+    // Buzzes written straight to the table, minutes apart: their number is the point, not their path.
+    const insert = (texts: string, count: number, minutesAgo: number) =>
+      ctx.container.pool.query(sql.unsafe`
+        insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
+        select 'buzz_' || ${t} || '_' || ${minutesAgo} || '_' || g, ${customer.app.id}, 'live', p.pk, 'text',
+               ${texts}, now() - make_interval(mins => ${minutesAgo} + g)
+        from profiles p, generate_series(1, ${count}) g
+        where p.app_id = ${customer.app.id} and p.username = ${author.username}`);
+    // Oldest first: one buzz saying each word many times (it would rank first among any matches),
+    // then the word that is rare now, then more buzzes than search reads one by one, then matches
+    // of the common word (more than search ranks) and of the other word (fewer).
+    await insert(`${common} ${common} ${common} ${few} ${few} ${few}`, 1, 10 * SEARCH_BUZZ_WALK);
+    await insert(`the ${rare} of the archive`, 1, 5 * SEARCH_BUZZ_WALK);
+    await insert('filler', SEARCH_BUZZ_WALK, 2 * SEARCH_BUZZ_WALK);
+    await insert(`a ${common} buzz and a ${few} buzz`, SEARCH_BUZZ_CANDIDATES - 1, 1_000);
+    await insert(`a ${common} buzz`, 50, 0);
+    const search = async (q: string) => {
+      const found = await read(customer.token, `/v1/search?q=${q}&type=buzzes&limit=50`);
+      expect(found.statusCode, found.body).toBe(200);
+      return found.json().buzzes.map((buzz: { text: string }) => buzz.text);
+    };
+    // The common word's newest matches are read from the newest buzzes: the old buzz is not among
+    // them, however well it would rank.
+    const commonHits = await search(common);
+    expect(commonHits).toHaveLength(50);
+    expect(commonHits).not.toContain(`${common} ${common} ${common} ${few} ${few} ${few}`);
+    // The rare word is older than every buzz read one by one: the word index finds it.
+    expect(await search(rare)).toEqual([`the ${rare} of the archive`]);
+    // Fewer matches than search ranks: all of them are ranked, the old one first.
+    const fewHits = await search(few);
+    expect(fewHits[0]).toBe(`${common} ${common} ${common} ${few} ${few} ${few}`);
+    expect(fewHits).toHaveLength(50);
   });
 
   it('answers, not fails, for text PostgreSQL cannot take (a NUL), in search and in a buzz id', async () => {

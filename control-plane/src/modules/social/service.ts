@@ -188,14 +188,9 @@ export function createSocialService(deps: {
     listBuzzes: async (principal: Principal, query: { author?: string; limit: number; cursor?: string }) => {
       const scope = await scoped(principal);
       const position = deps.cursors.decode(query.cursor);
-      let authorPk: number | undefined;
-      if (query.author !== undefined) {
-        const author = await store.profileByUsername(scope, query.author);
-        if (!author) return { items: [], next_cursor: null };
-        authorPk = author.pk;
-      }
+      // An author no profile has lists nothing.
       const rows = await store.listBuzzes(scope, {
-        ...(authorPk === undefined ? {} : { authorPk }),
+        ...(query.author === undefined ? {} : { author: query.author }),
         ...(position ? { after: position } : {}),
         limit: query.limit + 1,
       });

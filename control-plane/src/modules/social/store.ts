@@ -3,7 +3,14 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
-import { BuzzRow, ProfileRow, SEARCH_BUZZ_CANDIDATES, SEARCH_PROFILE_CANDIDATES } from './schema.js';
+import {
+  BuzzRow,
+  ProfileRow,
+  SEARCH_BUZZ_CANDIDATES,
+  SEARCH_BUZZ_PROBE,
+  SEARCH_BUZZ_WALK,
+  SEARCH_PROFILE_CANDIDATES,
+} from './schema.js';
 
 /** An app's data in one key mode: every query is scoped to it. */
 export interface Scope {
@@ -89,10 +96,17 @@ export function socialStore(db: Db) {
         select ${buzzColumns} from buzzes b join profiles a on a.pk = b.author_pk
         where b.id = ${id} and ${inScope('b', scope)} and b.deleted_at is null`),
 
-    listBuzzes: (scope: Scope, options: { authorPk?: number; after?: Position; limit: number }) =>
+    /** A page, newest first, of the app's buzzes or of one author's (by username: one round trip). */
+    listBuzzes: (scope: Scope, options: { author?: string; after?: Position; limit: number }) =>
       db.any(sql.type(BuzzRow)`
         select ${buzzColumns} from buzzes b join profiles a on a.pk = b.author_pk
-        where ${options.authorPk === undefined ? inScope('b', scope) : sql.fragment`b.author_pk = ${options.authorPk}`}
+        where ${
+          options.author === undefined
+            ? inScope('b', scope)
+            : sql.fragment`b.author_pk = (
+                select p.pk from profiles p
+                where ${inScope('p', scope)} and lower(p.username) = lower(${options.author}))`
+        }
           and b.deleted_at is null ${after('b', options.after)}
         order by b.created_at desc, b.id desc
         limit ${options.limit}`),
@@ -210,20 +224,51 @@ export function socialStore(db: Db) {
     /**
      * Buzzes holding every word of q (accents and case ignored): the newest matches, best ranked
      * first, joined to their authors only once the page is cut.
+     *
+     * The newest matches come from whichever of two reads finds them cheaply. Words common in the
+     * app's newest SEARCH_BUZZ_PROBE buzzes: its newest SEARCH_BUZZ_WALK buzzes tested in order, which
+     * stops once it has the candidates. Others, or when that walk came short: the word index, which
+     * reads every match. The planner cannot choose between them itself: it takes the words of a query
+     * as independent, and words that go together (two of one language) match far more buzzes than it
+     * expects, which made it fetch tens of thousands of matches for a page.
      */
-    searchBuzzes: (scope: Scope, q: string, limit: number) =>
-      db.any(sql.type(BuzzRow)`
-        with matches as (
-          select b.pk, b.created_at, b.id, ts_rank(b.search, query) as rank
-          from buzzes b, plainto_tsquery('simple', svc_fold(${q})) query
-          where ${inScope('b', scope)} and b.search @@ query and b.deleted_at is null
-          order by b.created_at desc
+    searchBuzzes: (scope: Scope, q: string, limit: number) => {
+      const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
+      const newest = (count: number) => sql.fragment`
+        select b.pk, b.created_at, b.id, b.search from buzzes b
+        where ${inScope('b', scope)} and b.deleted_at is null
+        order by b.created_at desc, b.id desc
+        limit ${count}`;
+      // As many matches in the probe as the walk needs, at the same density, to fill the candidates.
+      const common = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
+      return db.any(sql.type(BuzzRow)`
+        with probe as (
+          select count(*) as found from (${newest(SEARCH_BUZZ_PROBE)}) w where w.search @@ ${query}
+        ), walked as (
+          -- Walked only for common words (a one-time filter: nothing is read otherwise).
+          select w.pk, w.created_at, w.id, ts_rank(w.search, ${query}) as rank
+          from (${newest(SEARCH_BUZZ_WALK)}) w
+          where (select found from probe) >= ${common} and w.search @@ ${query}
+          order by w.created_at desc, w.id desc
           limit ${SEARCH_BUZZ_CANDIDATES}
+        ), indexed as (
+          -- For rare words, or when the walk came short (a one-time filter: not read otherwise).
+          select b.pk, b.created_at, b.id, ts_rank(b.search, ${query}) as rank
+          from buzzes b
+          where (select count(*) from walked) < ${SEARCH_BUZZ_CANDIDATES}
+            and ${inScope('b', scope)} and b.search @@ ${query} and b.deleted_at is null
+          order by b.created_at desc, b.id desc
+          limit ${SEARCH_BUZZ_CANDIDATES}
+        ), matches as (
+          select * from walked where (select count(*) from walked) = ${SEARCH_BUZZ_CANDIDATES}
+          union all
+          select * from indexed
         ), best as (
           select * from matches order by rank desc, created_at desc, id desc limit ${limit}
         )
         select ${buzzColumns}
         from best join buzzes b on b.pk = best.pk join profiles a on a.pk = b.author_pk
-        order by best.rank desc, best.created_at desc, best.id desc`),
+        order by best.rank desc, best.created_at desc, best.id desc`);
+    },
   };
 }
