@@ -24,6 +24,7 @@ import {
 } from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
 import { minio, minioEnvironment } from '../src/servers/minio.js';
+import { sharedBuffersMb } from '../src/servers/postgres.js';
 import { renderRedisConfig } from '../src/servers/redis.js';
 import { renderTemplate } from '../src/template.js';
 
@@ -319,6 +320,18 @@ describe("the control plane's heap limit", () => {
       { env: { ...process.env, NODE_OPTIONS: options }, encoding: 'utf8' },
     );
     expect(Number(stdout)).toBeGreaterThanOrEqual(1024);
+  });
+});
+
+describe("PostgreSQL's shared buffers", () => {
+  const GB = 1024 ** 3;
+  it('take a quarter of the machine, from the 128 MB default up to 8 GB', () => {
+    expect(sharedBuffersMb(256 * 1024 ** 2)).toBe(128);
+    expect(sharedBuffersMb(512 * 1024 ** 2)).toBe(128);
+    expect(sharedBuffersMb(2 * GB)).toBe(512);
+    expect(sharedBuffersMb(24 * GB)).toBe(6 * 1024);
+    expect(sharedBuffersMb(32 * GB)).toBe(8 * 1024);
+    expect(sharedBuffersMb(256 * GB)).toBe(8 * 1024);
   });
 });
 
