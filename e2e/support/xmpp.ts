@@ -68,14 +68,20 @@ export async function connect(
       const earlier = seen.findIndex(match);
       if (earlier >= 0) return Promise.resolve(seen.splice(earlier, 1)[0]!);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no matching stanza in time')), timeoutMs);
-        waiting.push({
+        const waiter = {
           match,
-          resolve: (stanza) => {
+          resolve: (stanza: Element) => {
             clearTimeout(timer);
             resolve(stanza);
           },
-        });
+        };
+        // A waiter that gave up is taken off: the stanza it waited for, arriving later, goes to
+        // the next one that asks for it.
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(waiter), 1);
+          reject(new Error('no matching stanza in time'));
+        }, timeoutMs);
+        waiting.push(waiter);
       });
     },
     stop: async () => {
