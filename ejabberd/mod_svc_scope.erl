@@ -15,8 +15,8 @@
 
 -export([start/2, stop/1, depends/2, mod_options/1, mod_opt_type/1, mod_doc/0]).
 -export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
-         c2s_session_opened/1, c2s_session_resumed/1, user_receive_packet/1, process_delivery/1,
-         decode_iq_subel/1]).
+         c2s_session_opened/1, c2s_session_resumed/1, c2s_self_presence/1, user_receive_packet/1,
+         process_delivery/1, decode_iq_subel/1]).
 -export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1,
          revoke_prefix/2, flush_org/1, archive_size/2]).
 
@@ -69,6 +69,7 @@ start(Host, _Opts) ->
             ejabberd_hooks:add(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
             ejabberd_hooks:add(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
             ejabberd_hooks:add(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
+            ejabberd_hooks:add(c2s_self_presence, Host, ?MODULE, c2s_self_presence, 50),
             %% Runs only for what passed the privacy lists, as the stanza is about to reach the client.
             ejabberd_hooks:add(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
             gen_iq_handler:add_iq_handler(ejabberd_local, Host, ?NS_MESSAGING, ?MODULE, process_delivery),
@@ -86,6 +87,7 @@ stop(Host) ->
     ejabberd_hooks:delete(c2s_auth_result, Host, ?MODULE, c2s_auth_result, 50),
     ejabberd_hooks:delete(c2s_session_opened, Host, ?MODULE, c2s_session_opened, 50),
     ejabberd_hooks:delete(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
+    ejabberd_hooks:delete(c2s_self_presence, Host, ?MODULE, c2s_self_presence, 50),
     ejabberd_hooks:delete(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
     gen_iq_handler:remove_iq_handler(ejabberd_local, Host, ?NS_MESSAGING),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
@@ -151,6 +153,19 @@ c2s_session_opened(#{user := User, lserver := LServer, lang := Lang} = State) ->
 %% A resumed stream (XEP-0198) authenticated with a password of its own first: judged alike.
 c2s_session_resumed(State) ->
     c2s_session_opened(State).
+
+%% A session's first available presence marks it in the session table (the session's own process
+%% may): one that later goes unavailable is not taken for one still signing in (reach/2).
+c2s_self_presence({#presence{type = available}, #{user := U, server := S, resource := R} = State} = Acc) ->
+    case maps:is_key(svc_announced, State) of
+        true ->
+            Acc;
+        false ->
+            _ = ejabberd_sm:set_user_info(U, S, R, svc_announced, true),
+            {element(1, Acc), State#{svc_announced => true}}
+    end;
+c2s_self_presence(Acc) ->
+    Acc.
 
 raced_revocation(LUser, LServer) ->
     case erase(?PASSWORD_CHECKED) of
@@ -540,15 +555,17 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
 %%     initial presence delivers what offline storage holds, so a message stored just as it is handled
 %%     would wait there for the next login (the OTP an app requests the instant its login ends);
 %%     each such session is handed the message instead;
-%%   offline: no session to hand it to (or only ones at a negative priority, which take none).
+%%   offline: no session to hand it to (or only ones at a negative priority, or gone unavailable,
+%%     which take none: offline storage keeps it for their next presence).
 reach(LUser, LServer) ->
     Present = ejabberd_sm:get_user_present_resources(LUser, LServer),
     case [R || {P, R} <- Present, P >= 0] of
         [_ | _] ->
             available;
         [] ->
-            Announced = [R || {_, R} <- Present],
-            case ejabberd_sm:get_user_resources(LUser, LServer) -- Announced of
+            case [R || {R, Info} <- ejabberd_sm:get_user_info(LUser, LServer),
+                       proplists:get_value(priority, Info) == undefined,
+                       not proplists:get_bool(svc_announced, Info)] of
                 [] -> offline;
                 Resources -> {signing_in, Resources}
             end

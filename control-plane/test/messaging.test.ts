@@ -113,6 +113,21 @@ describe('POST /v1/otp/send and /v1/otp/verify', () => {
     expect(arrivedAt).not.toBeNull();
   });
 
+  it('keeps a code offline for a session that went unavailable, until it is available again', async () => {
+    const app = await customer();
+    const fay = await app.online('fay');
+    await fay.xmpp.send(xml('presence', { type: 'unavailable' }));
+    // Answered after the presence before it: the server has taken the session as unavailable.
+    await fay.xmpp.iqCaller.request(xml('iq', { type: 'get' }, xml('ping', { xmlns: 'urn:xmpp:ping' })));
+    const waiting = arrivals(fay, 'otp');
+    const sent = (await app.call('POST', '/v1/otp/send', { to: 'fay' })).json();
+    expect(sent).toMatchObject({ delivered: true });
+    expect(await waiting).toBe('nothing');
+    const arriving = fay.next(marked('otp'));
+    await fay.xmpp.send(xml('presence'));
+    expect((await arriving).getChild('svc', NS)!.attrs.id).toBe(sent.id);
+  });
+
   it('emits otp.delivered when the code reaches the client, never with the code', async () => {
     const app = await customer();
     const created = await app.call('POST', '/v1/webhooks', {
