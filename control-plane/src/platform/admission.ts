@@ -79,9 +79,12 @@ type Reply = [status: string, used: number, result?: unknown];
 
 type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<Reply>;
 
+/** The Redis keys of the invalid-key lockout's counters, one per client network. */
+export const LOCKOUT_KEY_PREFIX = 'svc:authfail:';
+
 export function createAdmission(deps: { redis: Redis; clock: Clock; standing: Standing }) {
   // Per network: an IPv6 client could otherwise take a fresh address of its /64 for every key it tries.
-  const lockoutKey = (address: string) => `svc:authfail:${clientNetwork(address)}`;
+  const lockoutKey = (address: string) => `${LOCKOUT_KEY_PREFIX}${clientNetwork(address)}`;
   const commands = new Map<string, ScriptCommand>();
   const invalidKey = redisScript<number>(deps.redis, INVALID_KEY);
 
