@@ -1051,7 +1051,8 @@ describe('search', () => {
         where p.app_id = ${customer.app.id} and p.username = ${author.username}`);
     // Oldest first: one buzz saying each word many times (it would rank first among any matches),
     // then the word that is rare now, then more buzzes than search reads one by one, then matches
-    // of the common word (more than search ranks) and of the other word (fewer).
+    // of the common word (more than search ranks) and of the other word (one fewer than it ranks, so
+    // that the old buzz makes up the number).
     await insert(`${common} ${common} ${common} ${few} ${few} ${few}`, 1, 10 * SEARCH_BUZZ_WALK);
     await insert(`the ${rare} of the archive`, 1, 5 * SEARCH_BUZZ_WALK);
     await insert('filler', SEARCH_BUZZ_WALK, 2 * SEARCH_BUZZ_WALK);
@@ -1069,7 +1070,8 @@ describe('search', () => {
     expect(commonHits).not.toContain(`${common} ${common} ${common} ${few} ${few} ${few}`);
     // The rare word is older than every buzz read one by one: the word index finds it.
     expect(await search(rare)).toEqual([`the ${rare} of the archive`]);
-    // Fewer matches than search ranks: all of them are ranked, the old one first.
+    // The newest buzzes hold too few of the other word: the word index finds the old one too, and it
+    // ranks first.
     const fewHits = await search(few);
     expect(fewHits[0]).toBe(`${common} ${common} ${common} ${few} ${few} ${few}`);
     expect(fewHits).toHaveLength(50);

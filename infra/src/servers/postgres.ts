@@ -47,14 +47,21 @@ export function pgBinDir(): string {
 
 const MB = 1024 * 1024;
 
+/** The memory this process may use: the machine's, or its cgroup's limit when lower (a container). */
+function availableMemory(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  return constrained > 0 ? Math.min(totalmem(), constrained) : totalmem();
+}
+
 /**
- * PostgreSQL's own page cache: a quarter of the machine's memory, the usual advice, from PostgreSQL's
- * default of 128 MB up to 8 GB. The default alone kept evicting an app's search indexes once it held a
+ * PostgreSQL's own page cache: a quarter of the memory, the usual advice, from PostgreSQL's default
+ * of 128 MB up to 8 GB. The default alone kept evicting an app's search indexes once it held a
  * million buzzes, and every page read again from the kernel's cache costs a copy
- * (bench/public-data.ts: search 193 → 239 calls/s, 9.4 → 7.4 ms of PostgreSQL's CPU a call).
+ * (bench/public-data.ts: search 193 → 239 calls/s, 9.4 → 7.4 ms of PostgreSQL's CPU a call). Pages are
+ * taken as they are read, so profiles running side by side do not hold it all from the start.
  */
-export function sharedBuffersMb(machineBytes: number = totalmem()): number {
-  return Math.min(8 * 1024, Math.max(128, Math.floor(machineBytes / 4 / MB)));
+export function sharedBuffersMb(memoryBytes: number = availableMemory()): number {
+  return Math.min(8 * 1024, Math.max(128, Math.floor(memoryBytes / 4 / MB)));
 }
 
 /** Only the server's user (and root) may enter it, which is what makes "trust" on the socket safe. */
