@@ -156,14 +156,10 @@ c2s_session_resumed(State) ->
 
 %% A session's first available presence marks it in the session table (the session's own process
 %% may): one that later goes unavailable is not taken for one still signing in (reach/2).
-c2s_self_presence({#presence{type = available}, #{user := U, server := S, resource := R} = State} = Acc) ->
-    case maps:is_key(svc_announced, State) of
-        true ->
-            Acc;
-        false ->
-            _ = ejabberd_sm:set_user_info(U, S, R, svc_announced, true),
-            {element(1, Acc), State#{svc_announced => true}}
-    end;
+c2s_self_presence({#presence{type = available} = Pres,
+                   #{user := U, server := S, resource := R} = State}) when not is_map_key(svc_announced, State) ->
+    _ = ejabberd_sm:set_user_info(U, S, R, svc_announced, true),
+    {Pres, State#{svc_announced => true}};
 c2s_self_presence(Acc) ->
     Acc.
 
@@ -558,14 +554,15 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
 %%   offline: no session to hand it to (or only ones at a negative priority, or gone unavailable,
 %%     which take none: offline storage keeps it for their next presence).
 reach(LUser, LServer) ->
-    Present = ejabberd_sm:get_user_present_resources(LUser, LServer),
-    case [R || {P, R} <- Present, P >= 0] of
-        [_ | _] ->
+    %% One read of the user's sessions: each one's priority (undefined until it sends a presence) and
+    %% whether it ever was available.
+    Sessions = [{R, proplists:get_value(priority, Info), proplists:get_bool(svc_announced, Info)}
+                || {R, Info} <- ejabberd_sm:get_user_info(LUser, LServer)],
+    case lists:any(fun({_, P, _}) -> is_integer(P) andalso P >= 0 end, Sessions) of
+        true ->
             available;
-        [] ->
-            case [R || {R, Info} <- ejabberd_sm:get_user_info(LUser, LServer),
-                       proplists:get_value(priority, Info) == undefined,
-                       not proplists:get_bool(svc_announced, Info)] of
+        false ->
+            case [R || {R, undefined, false} <- Sessions] of
                 [] -> offline;
                 Resources -> {signing_in, Resources}
             end

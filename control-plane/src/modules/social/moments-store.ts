@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
 import { MomentRow } from './schema.js';
-import { after, type Scope } from './store.js';
+import { after, profileNamed, type Scope } from './store.js';
 
 const momentColumns = sql.fragment`
   mo.pk, mo.id, mo.caption, mo.like_count, mo.comment_count, mo.view_count, mo.created_at, mo.media_id,
@@ -42,10 +42,7 @@ export function momentsStore(db: Db) {
           and ${
             options.author === undefined
               ? inScope(scope)
-              : sql.fragment`mo.author_pk = (
-                  select p.pk from profiles p
-                  where p.app_id = ${scope.appId} and p.mode = ${scope.mode}
-                    and lower(p.username) = lower(${options.author}))`
+              : sql.fragment`mo.author_pk = ${profileNamed(scope, options.author)}`
           }
           ${after('mo', options.after)}
         order by mo.created_at desc, mo.id desc

@@ -26,6 +26,9 @@ const buzzColumns = sql.fragment`
   a.user_id as author_id, a.username as author_username`;
 const inScope = (alias: string, scope: Scope) =>
   sql.fragment`${sql.identifier([alias, 'app_id'])} = ${scope.appId} and ${sql.identifier([alias, 'mode'])} = ${scope.mode}`;
+/** The pk of the profile a username names in the scope (null when none), for an author's lists. */
+export const profileNamed = (scope: Scope, username: string) => sql.fragment`(
+  select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${username}))`;
 /** Newest first, after a cursor's position: the keyset the listing indexes are ordered by. */
 export const after = (alias: string, position: Position | undefined) =>
   position
@@ -103,9 +106,7 @@ export function socialStore(db: Db) {
         where ${
           options.author === undefined
             ? inScope('b', scope)
-            : sql.fragment`b.author_pk = (
-                select p.pk from profiles p
-                where ${inScope('p', scope)} and lower(p.username) = lower(${options.author}))`
+            : sql.fragment`b.author_pk = ${profileNamed(scope, options.author)}`
         }
           and b.deleted_at is null ${after('b', options.after)}
         order by b.created_at desc, b.id desc
