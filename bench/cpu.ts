@@ -3,7 +3,6 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { stackPaths } from '../infra/src/paths.js';
 import type { Profile } from '../infra/src/profile.js';
 import { readRunRecord } from '../infra/src/run-records.js';
-import type { Run } from './support.js';
 
 /**
  * Who spent the CPU of a measured run: this process, the tools it ran, each server of the stack with
@@ -77,7 +76,7 @@ export function cpuMeter(profile: Profile = 'test') {
 
   return {
     /** A measured run that also adds the CPU spent meanwhile to `spent`. */
-    async charged(spent: Cpu, run: () => Promise<Run>): Promise<Run> {
+    async charged<R>(spent: Cpu, run: () => Promise<R>): Promise<R> {
       const before = now();
       const result = await run();
       const after = now();

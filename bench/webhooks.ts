@@ -33,6 +33,7 @@ import { signatureHeaders } from '../control-plane/src/modules/webhooks/signatur
 import { newId } from '../control-plane/src/platform/ids.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { clockYearsAhead, createCustomer } from '../control-plane/test/support.js';
+import { cpuLine, cpuMeter, noCpu } from './cpu.js';
 import { percentile, runConcurrently, useTestStackSettings } from './support.js';
 
 useTestStackSettings();
@@ -181,11 +182,12 @@ function floorOf(concurrency: number) {
  * those this worker sent itself, and the others are counted.
  */
 let takenByOthers = 0;
-async function path(count: number): Promise<Run> {
+const { charged } = cpuMeter();
+async function path(count: number, spent = noCpu()): Promise<Run> {
   await emit(count);
   const own = watch.own;
   const started = performance.now();
-  await container.webhookDelivery.deliverDue();
+  await charged(spent, () => container.webhookDelivery.deliverDue());
   const elapsed = performance.now() - started;
   const sent = watch.own - own;
   if (sent > count) throw new Error(`path: ${sent} of ${count} deliveries claimed, some twice`);
@@ -219,6 +221,7 @@ const floor = floorOf(perEndpoint);
 const wideFloor = floorOf(maxInFlight);
 
 const runs = { path: [] as Run[], floor: [] as Run[], wide: [] as Run[] };
+const cpu = { path: noCpu(), floor: noCpu() };
 let drained = 0;
 try {
   // Warm-up: JIT, first connections, and whatever else is due at this clock (leftovers of earlier runs).
@@ -232,8 +235,8 @@ try {
 
   for (let round = 0; round < rounds; round += 1) {
     const turns = [
-      async () => runs.path.push(await path(events)),
-      async () => runs.floor.push(await floor.run(events)),
+      async () => runs.path.push(await path(events, cpu.path)),
+      async () => runs.floor.push(await charged(cpu.floor, () => floor.run(events))),
       async () => runs.wide.push(await wideFloor.run(events)),
     ];
     for (const turn of round % 2 === 0 ? turns : turns.reverse()) await turn();
@@ -251,8 +254,11 @@ const measured = { path: figures(runs.path), floor: figures(runs.floor), wide: f
 console.log(
   `webhook deliveries to one endpoint on loopback, ${events} a round, ${rounds} rounds in turns, node ${process.version}`,
 );
+const count = (list: Run[]) => list.reduce((sum, run) => sum + run.count, 0);
 console.log(line('worker: deliverDue() (claim, sign, POST, record)', measured.path));
+console.log(cpuLine(cpu.path, count(runs.path), 3));
 console.log(line(`floor: bare keep-alive POSTs, ${perEndpoint} in flight (perEndpoint)`, measured.floor));
+console.log(cpuLine(cpu.floor, count(runs.floor), 3));
 console.log(line(`floor: bare keep-alive POSTs, ${maxInFlight} in flight (maxInFlight)`, measured.wide));
 if (drained > 0) console.log(`  the warm-up sent ${drained} leftover deliveries of other endpoints`);
 if (watch.foreign + takenByOthers > 0) {

@@ -517,6 +517,27 @@ describe('webhook deliveries', () => {
     expect(slow.maxInFlight).toBe(2);
   });
 
+  it('claim of an endpoint what its pace can start in time: few of a new or slow one, more as it proves fast', async () => {
+    const own = await startTestApp({ clock: futureClock() });
+    contexts.push(own);
+    const slow = await receiver(() => ({ status: 200, delayMs: 500 }));
+    const { customer, endpoint } = await customerWithEndpoint(slow.url, {}, { on: own });
+    for (let i = 0; i < 40; i += 1) await emit(own, { appId: customer.app.id });
+    const unclaimed = () =>
+      own.container.pool.oneFirst(sql.unsafe`
+        select count(*)::int from webhook_deliveries
+        where endpoint_id = ${endpoint.id} and status = 'pending' and next_attempt_at <= ${sql.timestamp(own.clock.now())}`);
+    const all = own.container.webhookDelivery.deliverDue();
+    await slow.waitFor(1, 5_000);
+    // Not yet seen: as if each attempt took the whole 5 s, 16 start within half the claim's 30 s.
+    expect(await unclaimed()).toBe(40 - 16);
+    // Seen at 500 ms an attempt, a later claim takes all that is left (160 would start in time).
+    await slow.waitFor(17, 10_000);
+    expect(await unclaimed()).toBe(0);
+    await all;
+    expect(slow.received).toHaveLength(40);
+  }, 30_000);
+
   it("are not blocked by a disabled endpoint's backlog, however long", async () => {
     const waiting = await receiver();
     const live = await receiver();
@@ -556,8 +577,8 @@ describe('webhook deliveries', () => {
         now: until,
         claimUntil: new Date(until.getTime() + 30_000),
         limit: 10,
-        perEndpoint: 10,
-        held: new Map(),
+        rooms: new Map(),
+        unseenRoom: 10,
         skip: [],
       });
     const [first] = await claim(now);

@@ -21,10 +21,12 @@ export interface DeliveryOptions {
   /** Attempts one worker runs at once to one endpoint: a slow endpoint holds only these. */
   perEndpoint: number;
   /**
-   * Deliveries of one endpoint a worker claims ahead of its attempts, so that one claim feeds many of
-   * them: it claims more of an endpoint once it holds half of this or less. A held delivery whose
-   * claim would lapse before its attempt could end (a slow endpoint) is let go unsent, so that it is
-   * never sent twice.
+   * Deliveries of one fast endpoint a worker claims ahead of its attempts, so that one claim feeds
+   * many of them. A slower endpoint holds what its attempts can start within half its claim's time, at
+   * the pace they ran so far (an endpoint not yet seen is taken to need the whole 5 s of each): one
+   * claim need not cover a slow endpoint's next hour, nor starve a fast one while the next claim runs.
+   * A worker claims more of an endpoint once it holds half its share or less. A held delivery whose
+   * claim would lapse before its attempt could end is let go unsent, so that it is never sent twice.
    */
   heldPerEndpoint: number;
   /** Deliveries one worker holds at most, claimed and running. */
@@ -43,8 +45,8 @@ export interface DeliveryOptions {
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   maxInFlight: 64,
   perEndpoint: 8,
-  heldPerEndpoint: 128,
-  maxHeld: 512,
+  heldPerEndpoint: 512,
+  maxHeld: 1024,
   claimMs: 30_000,
   pollMs: 500,
   recordEveryMs: 25,
@@ -55,6 +57,11 @@ type HeldRow = ClaimedRow & { claimedUntil: Date };
 
 /** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
 const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
+
+/** Endpoints whose pace a worker remembers (the busiest, lately); the others start as if unseen. */
+const PACES_KEPT = 512;
+/** How much the last attempt moves an endpoint's pace. */
+const PACE_WEIGHT = 0.2;
 
 /** The delay before the retry that follows the `failures`-th failed attempt, with its jitter. */
 export function retryDelayMs(failures: number, random: () => number = Math.random): number | null {
@@ -93,6 +100,24 @@ export function createWebhookDelivery(deps: {
   options?: Partial<DeliveryOptions>;
 }) {
   const options = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
+  /** Each remembered endpoint's attempt time (ms, a moving average), most lately used last. */
+  const paces = new Map<string, number>();
+  /** Signing secrets opened, by their sealed bytes as the endpoints' cache holds them. */
+  const opened = new WeakMap<Buffer, string>();
+
+  function notePace(endpointId: string, latencyMs: number) {
+    const pace = paces.get(endpointId);
+    paces.delete(endpointId);
+    paces.set(endpointId, pace === undefined ? latencyMs : pace + PACE_WEIGHT * (latencyMs - pace));
+    if (paces.size > PACES_KEPT) paces.delete(paces.keys().next().value!);
+  }
+
+  /** How many deliveries of an endpoint this worker holds at most: what it can start in time. */
+  function share(endpointId: string): number {
+    const pace = Math.max(1, paces.get(endpointId) ?? DELIVERY_TIMEOUT_MS);
+    const startable = (options.perEndpoint * (options.claimMs - LAST_START_BEFORE_LAPSE_MS)) / 2 / pace;
+    return Math.max(options.perEndpoint, Math.min(options.heldPerEndpoint, Math.floor(startable)));
+  }
   /** Claimed deliveries waiting for a slot, by endpoint, and the attempts running, by endpoint. */
   const waiting = new Map<string, HeldRow[]>();
   const running = new Map<string, number>();
@@ -175,9 +200,12 @@ export function createWebhookDelivery(deps: {
     // An operator may have turned plain http off since the endpoint was registered.
     if (endpoint.url.startsWith('http:') && !(row.mode === 'test' && deps.allowHttp))
       return refused('invalid-url', 'plain http:// is not allowed for this endpoint any more');
-    let secret: string;
+    let secret = opened.get(endpoint.secret_sealed);
     try {
-      secret = deps.sealer.open(endpoint.secret_sealed, row.endpoint_id);
+      if (secret === undefined) {
+        secret = deps.sealer.open(endpoint.secret_sealed, row.endpoint_id);
+        opened.set(endpoint.secret_sealed, secret);
+      }
     } catch {
       deps.log.error(
         { endpointId: row.endpoint_id },
@@ -205,6 +233,7 @@ export function createWebhookDelivery(deps: {
     }
     const at = deps.clock.now();
     const outcome = await send(row, endpoint, at);
+    notePace(row.endpoint_id, outcome.latencyMs);
     // PostgreSQL text holds no NUL character; a receiver's answer may.
     const excerpt = (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
       '\u0000',
@@ -274,8 +303,11 @@ export function createWebhookDelivery(deps: {
             if (left === 0) running.delete(endpointId);
             else running.set(endpointId, left);
             dispatch();
-            // Claim more of this endpoint before its held deliveries run out.
-            if (left + (waiting.get(endpointId)?.length ?? 0) === options.heldPerEndpoint / 2) pumpQuietly();
+            // Claim more of this endpoint before its held deliveries run out: once as they fall to half,
+            // and once when they are gone (its share may have grown past twice what it held).
+            const holding = left + (waiting.get(endpointId)?.length ?? 0);
+            const half = share(endpointId) / 2;
+            if (holding === 0 || (holding <= half && holding + 1 > half)) pumpQuietly();
           });
         attempts.add(done);
       }
@@ -321,15 +353,20 @@ export function createWebhookDelivery(deps: {
           const held = [...holding.values()].reduce((sum, count) => sum + count, 0);
           const room = Math.min(options.maxHeld - held, options.heldPerEndpoint * 4);
           if (room <= 0) break;
+          // What each endpoint held or remembered may take; an endpoint not yet seen, its first share.
+          const rooms = new Map<string, number>();
+          for (const endpointId of new Set([...paces.keys(), ...holding.keys()]))
+            rooms.set(endpointId, share(endpointId) - (holding.get(endpointId) ?? 0));
           const now = deps.clock.now();
           const claimedUntil = new Date(now.getTime() + options.claimMs);
           const claimed = await webhooksStore(deps.pool).claimDue({
             now,
             claimUntil: claimedUntil,
             limit: room,
-            perEndpoint: options.heldPerEndpoint,
-            held: holding,
-            skip: [...holding].filter(([, count]) => count > options.heldPerEndpoint / 2).map(([id]) => id),
+            rooms,
+            unseenRoom: share(''),
+            // Endpoints holding over half their share have nothing worth claiming yet.
+            skip: [...holding].filter(([id, count]) => count > share(id) / 2).map(([id]) => id),
           });
           for (const row of claimed) {
             const queue = waiting.get(row.endpoint_id) ?? [];

@@ -178,7 +178,7 @@ export function webhooksStore(db: Db) {
     /**
      * Takes up to `limit` due deliveries for this worker until `claimUntil` (another worker takes
      * one again only if this one stopped before recording its attempt), no more of each endpoint
-     * than `perEndpoint` less what the worker already holds of it (`held`), none of the endpoints in
+     * than its room (`rooms`; `unseenRoom` for an endpoint not in it), none of the endpoints in
      * `skip`: a slow endpoint cannot fill the worker. Only the first due rows are looked at (twice
      * `limit`, skipped endpoints left out), so a claim costs the same whatever the backlog.
      * A disabled endpoint's deliveries wait (its test pings still go).
@@ -187,8 +187,8 @@ export function webhooksStore(db: Db) {
       now: Date;
       claimUntil: Date;
       limit: number;
-      perEndpoint: number;
-      held: ReadonlyMap<string, number>;
+      rooms: ReadonlyMap<string, number>;
+      unseenRoom: number;
       skip: readonly string[];
     }) => {
       const now = sql.timestamp(claim.now);
@@ -211,10 +211,10 @@ export function webhooksStore(db: Db) {
               limit ${claim.limit * 2}
             ) d
           ) ranked
-          left join unnest(${sql.array([...claim.held.keys()], 'text')},
-                           ${sql.array([...claim.held.values()], 'int4')}) as holding (endpoint_id, count)
+          left join unnest(${sql.array([...claim.rooms.keys()], 'text')},
+                           ${sql.array([...claim.rooms.values()], 'int4')}) as rooms (endpoint_id, room)
             using (endpoint_id)
-          where ranked.rank <= ${claim.perEndpoint} - coalesce(holding.count, 0)
+          where ranked.rank <= coalesce(rooms.room, ${claim.unseenRoom})
         ),
         due as (
           -- Said again on the locked row: a row another worker claimed since this statement's
