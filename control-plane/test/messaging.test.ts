@@ -128,6 +128,28 @@ describe('POST /v1/otp/send and /v1/otp/verify', () => {
     expect((await arriving).getChild('svc', NS)!.attrs.id).toBe(sent.id);
   });
 
+  it('hands a code a lost connection never acknowledged to the next login on that device', async () => {
+    const app = await customer();
+    const credential = await app.user('hal');
+    const phone = await connect(credential, 'phone');
+    sessions.push(phone);
+    // The connection is lost (the app killed, the network gone), without a closing stream: the server
+    // keeps the session for its resumption (XEP-0198) and queues what is sent to it, unacknowledged.
+    const { socket } = phone.xmpp.socket as unknown as { socket: { terminate(): void } };
+    socket.terminate();
+    const sent = (await app.call('POST', '/v1/otp/send', { to: 'hal' })).json();
+    expect(sent).toMatchObject({ delivered: true });
+    // Back on the same device without resuming: the new session replaces the kept one, whose
+    // unacknowledged code comes to it rather than bouncing back to the sender.
+    const again = await connect(credential, 'phone');
+    sessions.push(again);
+    const message = await again.next(marked('otp'));
+    expect(message.getChild('svc', NS)!.attrs.id).toBe(sent.id);
+    expect((await app.call('POST', '/v1/otp/verify', { to: 'hal', code: codeIn(message) })).json()).toEqual({
+      verified: true,
+    });
+  });
+
   it('emits otp.delivered when the code reaches the client, never with the code', async () => {
     const app = await customer();
     const created = await app.call('POST', '/v1/webhooks', {

@@ -224,7 +224,7 @@ function benchHostConfig(): string {
   // service), so that the hosts differ only in how a login is decided. mod_svc_scope without
   // messaging_host: the messaging component delivers to chat.local's accounts only.
   const modules =
-    '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {}, mod_svc_scope: {}, ' +
+    '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {resend_on_timeout: if_offline}, mod_svc_scope: {}, ' +
     'mod_offline: {access_max_user_messages: max_user_offline_messages}, mod_privacy: {}, ' +
     'mod_blocking: {}, mod_private: {}, mod_mam: {default: always}}';
   return `
