@@ -195,7 +195,7 @@ export function webhooksStore(db: Db) {
       return db.any(sql.type(ClaimedRow)`
         with candidates as materialized (
           select ranked.id from (
-            select d.id, d.endpoint_id,
+            select d.id, d.endpoint_id, d.next_attempt_at,
                    row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
             from (
               select d.id, d.endpoint_id, d.next_attempt_at
@@ -215,17 +215,18 @@ export function webhooksStore(db: Db) {
                            ${sql.array([...claim.rooms.values()], 'int4')}) as rooms (endpoint_id, room)
             using (endpoint_id)
           where ranked.rank <= coalesce(rooms.room, ${claim.unseenRoom})
+          order by ranked.next_attempt_at
+          limit ${claim.limit}
         ),
         due as (
           -- Said again on the locked row: a row another worker claimed since this statement's
           -- snapshot is checked again in its new version, and skipped.
-          -- Looked up by id (an array, so that the plan never scans the due rows per candidate).
-          select id from webhook_deliveries
-          where id = any(array(select id from candidates))
-            and status = 'pending' and next_attempt_at <= ${now}
-          order by next_attempt_at
-          limit ${claim.limit}
-          for update skip locked
+          -- Each candidate looked up by its id. Pending is said as neither end, which the due index
+          -- (partial on pending) cannot serve: a plan through it walks the due rows for each candidate,
+          -- or tests every due row against all of them (twice the claim's time, for a claim of 512).
+          select d.id from candidates c join webhook_deliveries d on d.id = c.id
+          where d.status not in ('succeeded', 'failed') and d.next_attempt_at <= ${now}
+          for update of d skip locked
         ),
         claimed as (
           update webhook_deliveries d set next_attempt_at = ${sql.timestamp(claim.claimUntil)}
