@@ -529,7 +529,8 @@ describe('webhook deliveries', () => {
         where endpoint_id = ${endpoint.id} and status = 'pending' and next_attempt_at <= ${sql.timestamp(own.clock.now())}`);
     const all = own.container.webhookDelivery.deliverDue();
     await slow.waitFor(1, 5_000);
-    // Not yet seen: as if each attempt took the whole 5 s, 16 start within half the claim's 30 s.
+    // Not yet seen: as if each attempt took the whole 5 s, 8 at a time start 16 in half the 20 s a
+    // claim leaves for starting attempts.
     expect(await unclaimed()).toBe(40 - 16);
     // Seen at 500 ms an attempt, a later claim takes all that is left (160 would start in time).
     await slow.waitFor(17, 10_000);
@@ -537,6 +538,20 @@ describe('webhook deliveries', () => {
     await all;
     expect(slow.received).toHaveLength(40);
   }, 30_000);
+
+  it('give back unsent what their claim would not start in time: due at once, not when it lapses', async () => {
+    const own = await startTestApp({ clock: futureClock(), delivery: { perEndpoint: 1 } });
+    contexts.push(own);
+    const hook = await receiver((_request, index) => ({ status: 200, delayMs: index === 0 ? 500 : 0 }));
+    const { customer } = await customerWithEndpoint(hook.url, {}, { on: own });
+    for (let i = 0; i < 3; i += 1) await emit(own, { appId: customer.app.id });
+    const all = own.container.webhookDelivery.deliverDue();
+    await hook.waitFor(1, 5_000);
+    // 25 s into the 30 s claim: the two held behind the first could no longer end in time.
+    own.clock.advance(25_000);
+    await all;
+    expect(hook.received).toHaveLength(3);
+  });
 
   it("are not blocked by a disabled endpoint's backlog, however long", async () => {
     const waiting = await receiver();

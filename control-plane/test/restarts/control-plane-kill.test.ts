@@ -132,8 +132,15 @@ describe('the control plane killed with SIGKILL under load', () => {
       for (let n = 0; n < WEBHOOK_EVENTS; n += 1)
         await container.outbox.emit(tx, { appId, mode: 'test', type: 'buzz.created', data: { n } });
     });
+    // A quarter of the logins before the kill, the rest from the moment it dies: those are refused
+    // until it is back, however fast the work before the kill went.
+    let killed = () => {};
+    const outage = new Promise<void>((resolve) => {
+      killed = resolve;
+    });
     let refusedLogins = 0;
-    const chatLogins = forEachConcurrently(credentials, CONCURRENCY, async (credential) => {
+    const chatLogins = forEachConcurrently(credentials.entries(), CONCURRENCY, async ([i, credential]) => {
+      if (i >= CHAT_LOGINS / 4) await outage;
       const { tries } = await untilDone(`chat login of ${credential.user}`, async () =>
         (await loginFailure(credential)) === null ? true : undefined,
       );
@@ -143,6 +150,7 @@ describe('the control plane killed with SIGKILL under load', () => {
     // Mid-way through, the process dies; the participants leave while it is down.
     while (hook.received.length < 20) await sleep(20);
     await killControlPlane();
+    killed();
     await Promise.all(participants.map((participant) => participant.leave()));
     await sleep(2_000);
     await stackServer('up', 'control-plane');

@@ -22,11 +22,12 @@ export interface DeliveryOptions {
   perEndpoint: number;
   /**
    * Deliveries of one fast endpoint a worker claims ahead of its attempts, so that one claim feeds
-   * many of them. A slower endpoint holds what its attempts can start within half its claim's time, at
-   * the pace they ran so far (an endpoint not yet seen is taken to need the whole 5 s of each): one
-   * claim need not cover a slow endpoint's next hour, nor starve a fast one while the next claim runs.
-   * A worker claims more of an endpoint once it holds half its share or less. A held delivery whose
-   * claim would lapse before its attempt could end is let go unsent, so that it is never sent twice.
+   * many of them. A slower endpoint holds what its attempts can start, at the pace they ran so far and
+   * with the slots it gets, within half the time a claim leaves for starting them (an endpoint not yet
+   * seen is taken to need the whole 5 s an attempt): one claim need not cover a slow endpoint's next
+   * hour, nor starve a fast one while the next claim runs. A worker claims more of an endpoint once it
+   * holds half its share or less, unless its last claim found no more due. A held delivery whose
+   * claim would lapse before its attempt could end is given back unsent, so that it is never sent twice.
    */
   heldPerEndpoint: number;
   /** Deliveries one worker holds at most, claimed and running. */
@@ -105,18 +106,31 @@ export function createWebhookDelivery(deps: {
   /** Signing secrets opened, by their sealed bytes as the endpoints' cache holds them. */
   const opened = new WeakMap<Buffer, string>();
 
+  /** Endpoints whose last claim found fewer due deliveries than it had room for: none to claim ahead. */
+  const drained = new Set<string>();
+
   function notePace(endpointId: string, latencyMs: number) {
     const pace = paces.get(endpointId);
     paces.delete(endpointId);
     paces.set(endpointId, pace === undefined ? latencyMs : pace + PACE_WEIGHT * (latencyMs - pace));
-    if (paces.size > PACES_KEPT) paces.delete(paces.keys().next().value!);
+    if (paces.size > PACES_KEPT) {
+      const forgotten = paces.keys().next().value!;
+      paces.delete(forgotten);
+      drained.delete(forgotten);
+    }
+  }
+
+  /** Attempts each endpoint held here can run at once: its own limit, or its part of the worker's. */
+  function slotsEach(): number {
+    const active = new Set([...running.keys(), ...waiting.keys()]).size;
+    return Math.max(1, Math.min(options.perEndpoint, Math.floor(options.maxInFlight / Math.max(1, active))));
   }
 
   /** How many deliveries of an endpoint this worker holds at most: what it can start in time. */
-  function share(endpointId: string): number {
+  function share(endpointId: string, slots = slotsEach()): number {
     const pace = Math.max(1, paces.get(endpointId) ?? DELIVERY_TIMEOUT_MS);
-    const startable = (options.perEndpoint * (options.claimMs - LAST_START_BEFORE_LAPSE_MS)) / 2 / pace;
-    return Math.max(options.perEndpoint, Math.min(options.heldPerEndpoint, Math.floor(startable)));
+    const startable = (slots * (options.claimMs - LAST_START_BEFORE_LAPSE_MS)) / 2 / pace;
+    return Math.max(slots, Math.min(options.heldPerEndpoint, Math.floor(startable)));
   }
   /** Claimed deliveries waiting for a slot, by endpoint, and the attempts running, by endpoint. */
   const waiting = new Map<string, HeldRow[]>();
@@ -233,7 +247,9 @@ export function createWebhookDelivery(deps: {
     }
     const at = deps.clock.now();
     const outcome = await send(row, endpoint, at);
-    notePace(row.endpoint_id, outcome.latencyMs);
+    // Answers and timeouts tell how fast the endpoint goes; a refusal or a failed connection does not.
+    if (outcome.kind === 'response' || outcome.reason === 'timeout')
+      notePace(row.endpoint_id, outcome.latencyMs);
     // PostgreSQL text holds no NUL character; a receiver's answer may.
     const excerpt = (outcome.kind === 'response' ? outcome.excerpt : outcome.message).replaceAll(
       '\u0000',
@@ -282,12 +298,16 @@ export function createWebhookDelivery(deps: {
    */
   function dispatch() {
     const served: string[] = [];
+    const late: HeldRow[] = [];
     for (const [endpointId, queue] of [...waiting]) {
       while (queue.length > 0 && attempts.size < options.maxInFlight) {
         const busy = running.get(endpointId) ?? 0;
         if (busy >= options.perEndpoint) break;
         const row = queue.shift()!;
-        if (row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) continue;
+        if (row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS) {
+          late.push(row);
+          continue;
+        }
         running.set(endpointId, busy + 1);
         served.push(endpointId);
         const done = attempt(row)
@@ -303,21 +323,50 @@ export function createWebhookDelivery(deps: {
             if (left === 0) running.delete(endpointId);
             else running.set(endpointId, left);
             dispatch();
-            // Claim more of this endpoint before its held deliveries run out: once as they fall to half,
-            // and once when they are gone (its share may have grown past twice what it held).
+            // Claim more of this endpoint before its held deliveries run out (a claim under way takes
+            // it in, or runs again once done), unless its last claim found no more due.
             const holding = left + (waiting.get(endpointId)?.length ?? 0);
-            const half = share(endpointId) / 2;
-            if (holding === 0 || (holding <= half && holding + 1 > half)) pumpQuietly();
+            if (holding <= share(endpointId) / 2 && !drained.has(endpointId)) pumpQuietly();
           });
         attempts.add(done);
       }
       if (queue.length === 0) waiting.delete(endpointId);
+    }
+    // Given back due at once rather than when their claims lapse, and claimed again in turn. Counted
+    // with the attempts, so that whoever waits for them (deliverDue) waits for this too.
+    if (late.length > 0) {
+      const givenBack: Promise<void> = webhooksStore(deps.pool)
+        .releaseClaims(late, deps.clock.now())
+        .then(
+          () => pumpQuietly(),
+          (error: unknown) =>
+            deps.log.warn({ err: error, deliveries: late.length }, 'could not give back late webhook claims'),
+        )
+        .finally(() => attempts.delete(givenBack));
+      attempts.add(givenBack);
     }
     for (const endpointId of new Set(served)) {
       const queue = waiting.get(endpointId);
       if (!queue) continue;
       waiting.delete(endpointId);
       waiting.set(endpointId, queue);
+    }
+  }
+
+  /** Marks the endpoints a claim gave less than their room as drained, the others as not. */
+  function noteDrained(
+    rooms: ReadonlyMap<string, number>,
+    unseenRoom: number,
+    got: ReadonlyMap<string, number>,
+  ) {
+    for (const [endpointId, room] of rooms) {
+      if ((got.get(endpointId) ?? 0) < room) drained.add(endpointId);
+      else drained.delete(endpointId);
+    }
+    for (const [endpointId, count] of got) {
+      if (rooms.has(endpointId)) continue;
+      if (count < unseenRoom) drained.add(endpointId);
+      else drained.delete(endpointId);
     }
   }
 
@@ -348,15 +397,23 @@ export function createWebhookDelivery(deps: {
       try {
         do {
           again = false;
-          // A claim takes at most four endpoints' worth: looking through more rows costs every claim.
+          // A claim takes at most one fast endpoint's share: looking through more rows costs every claim.
           const holding = heldByEndpoint();
           const held = [...holding.values()].reduce((sum, count) => sum + count, 0);
-          const room = Math.min(options.maxHeld - held, options.heldPerEndpoint * 4);
+          const room = Math.min(options.maxHeld - held, options.heldPerEndpoint);
           if (room <= 0) break;
           // What each endpoint held or remembered may take; an endpoint not yet seen, its first share.
+          // Endpoints holding over half their share have nothing worth claiming yet.
+          const slots = slotsEach();
           const rooms = new Map<string, number>();
-          for (const endpointId of new Set([...paces.keys(), ...holding.keys()]))
-            rooms.set(endpointId, share(endpointId) - (holding.get(endpointId) ?? 0));
+          const skip: string[] = [];
+          for (const endpointId of new Set([...paces.keys(), ...holding.keys()])) {
+            const endpointShare = share(endpointId, slots);
+            const endpointHeld = holding.get(endpointId) ?? 0;
+            if (endpointHeld > endpointShare / 2) skip.push(endpointId);
+            else rooms.set(endpointId, endpointShare - endpointHeld);
+          }
+          const unseenRoom = share('', slots);
           const now = deps.clock.now();
           const claimedUntil = new Date(now.getTime() + options.claimMs);
           const claimed = await webhooksStore(deps.pool).claimDue({
@@ -364,18 +421,21 @@ export function createWebhookDelivery(deps: {
             claimUntil: claimedUntil,
             limit: room,
             rooms,
-            unseenRoom: share(''),
-            // Endpoints holding over half their share have nothing worth claiming yet.
-            skip: [...holding].filter(([id, count]) => count > share(id) / 2).map(([id]) => id),
+            unseenRoom,
+            skip,
           });
+          const got = new Map<string, number>();
           for (const row of claimed) {
             const queue = waiting.get(row.endpoint_id) ?? [];
             queue.push({ ...row, claimedUntil });
             waiting.set(row.endpoint_id, queue);
+            got.set(row.endpoint_id, (got.get(row.endpoint_id) ?? 0) + 1);
           }
           claimedAll += claimed.length;
           dispatch();
           if (claimed.length === room) again = true;
+          // Given less than its room by a claim that was not cut short, an endpoint has no more due.
+          else noteDrained(rooms, unseenRoom, got);
         } while (again && !stopped);
       } finally {
         pumping = null;

@@ -194,7 +194,7 @@ export function webhooksStore(db: Db) {
       const now = sql.timestamp(claim.now);
       return db.any(sql.type(ClaimedRow)`
         with candidates as materialized (
-          select ranked.id from (
+          select ranked.id, ranked.next_attempt_at from (
             select d.id, d.endpoint_id, d.next_attempt_at,
                    row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
             from (
@@ -215,8 +215,6 @@ export function webhooksStore(db: Db) {
                            ${sql.array([...claim.rooms.values()], 'int4')}) as rooms (endpoint_id, room)
             using (endpoint_id)
           where ranked.rank <= coalesce(rooms.room, ${claim.unseenRoom})
-          order by ranked.next_attempt_at
-          limit ${claim.limit}
         ),
         due as (
           -- Said again on the locked row: a row another worker claimed since this statement's
@@ -224,8 +222,12 @@ export function webhooksStore(db: Db) {
           -- Each candidate looked up by its id. Pending is said as neither end, which the due index
           -- (partial on pending) cannot serve: a plan through it walks the due rows for each candidate,
           -- or tests every due row against all of them (twice the claim's time, for a claim of 512).
+          -- Locked in due order until the limit: rows other workers are claiming are skipped, and the
+          -- next candidates take their place.
           select d.id from candidates c join webhook_deliveries d on d.id = c.id
           where d.status not in ('succeeded', 'failed') and d.next_attempt_at <= ${now}
+          order by c.next_attempt_at
+          limit ${claim.limit}
           for update of d skip locked
         ),
         claimed as (
