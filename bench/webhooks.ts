@@ -201,12 +201,14 @@ interface Figures {
   p99: number;
 }
 
+/** Deliveries or requests made in all of `runs`. */
+const counted = (runs: Run[]) => runs.reduce((sum, run) => sum + run.count, 0);
+
 function figures(runs: Run[]): Figures {
   const latencies = runs.flatMap((run) => run.latencies).sort((a, b) => a - b);
   const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
-  const count = runs.reduce((sum, run) => sum + run.count, 0);
   return {
-    perSecond: (count / elapsed) * 1000,
+    perSecond: (counted(runs) / elapsed) * 1000,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
   };
@@ -254,11 +256,10 @@ const measured = { path: figures(runs.path), floor: figures(runs.floor), wide: f
 console.log(
   `webhook deliveries to one endpoint on loopback, ${events} a round, ${rounds} rounds in turns, node ${process.version}`,
 );
-const count = (list: Run[]) => list.reduce((sum, run) => sum + run.count, 0);
 console.log(line('worker: deliverDue() (claim, sign, POST, record)', measured.path));
-console.log(cpuLine(cpu.path, count(runs.path), 3));
+console.log(cpuLine(cpu.path, counted(runs.path), 3));
 console.log(line(`floor: bare keep-alive POSTs, ${perEndpoint} in flight (perEndpoint)`, measured.floor));
-console.log(cpuLine(cpu.floor, count(runs.floor), 3));
+console.log(cpuLine(cpu.floor, counted(runs.floor), 3));
 console.log(line(`floor: bare keep-alive POSTs, ${maxInFlight} in flight (maxInFlight)`, measured.wide));
 if (drained > 0) console.log(`  the warm-up sent ${drained} leftover deliveries of other endpoints`);
 if (watch.foreign + takenByOthers > 0) {

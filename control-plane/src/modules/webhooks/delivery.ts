@@ -122,7 +122,8 @@ export function createWebhookDelivery(deps: {
 
   /** Attempts each endpoint held here can run at once: its own limit, or its part of the worker's. */
   function slotsEach(): number {
-    const active = new Set([...running.keys(), ...waiting.keys()]).size;
+    let active = running.size;
+    for (const endpointId of waiting.keys()) if (!running.has(endpointId)) active += 1;
     return Math.max(1, Math.min(options.perEndpoint, Math.floor(options.maxInFlight / Math.max(1, active))));
   }
 
@@ -324,9 +325,11 @@ export function createWebhookDelivery(deps: {
             else running.set(endpointId, left);
             dispatch();
             // Claim more of this endpoint before its held deliveries run out (a claim under way takes
-            // it in, or runs again once done), unless its last claim found no more due.
+            // it in, or runs again once done), unless its last claim found no more due. Holding
+            // nothing, it is judged again by the next claim that finds it.
             const holding = left + (waiting.get(endpointId)?.length ?? 0);
-            if (holding <= share(endpointId) / 2 && !drained.has(endpointId)) pumpQuietly();
+            if (!drained.has(endpointId) && holding <= share(endpointId) / 2) pumpQuietly();
+            if (holding === 0) drained.delete(endpointId);
           });
         attempts.add(done);
       }
