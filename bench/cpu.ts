@@ -25,7 +25,7 @@ function statFields(pid: number | string): string[] | undefined {
 const own = (fields: string[]) => Number(fields[11]) + Number(fields[12]);
 const reaped = (fields: string[]) => Number(fields[13]) + Number(fields[14]);
 
-const SERVERS = ['postgres', 'minio', 'redis'] as const;
+const SERVERS = ['postgres', 'minio', 'redis', 'ejabberd'] as const;
 type Server = (typeof SERVERS)[number];
 
 export interface Cpu {
@@ -34,10 +34,19 @@ export interface Cpu {
   postgres: number;
   minio: number;
   redis: number;
+  ejabberd: number;
   machine: number;
 }
 
-export const noCpu = (): Cpu => ({ node: 0, tools: 0, postgres: 0, minio: 0, redis: 0, machine: 0 });
+export const noCpu = (): Cpu => ({
+  node: 0,
+  tools: 0,
+  postgres: 0,
+  minio: 0,
+  redis: 0,
+  ejabberd: 0,
+  machine: 0,
+});
 
 /** CPU accounting against one stack's servers. */
 export function cpuMeter(profile: Profile = 'test') {
@@ -50,7 +59,7 @@ export function cpuMeter(profile: Profile = 'test') {
   /** CPU so far, in ms. */
   function now(): Cpu {
     const self = statFields('self')!;
-    const byServer: Record<Server, number> = { postgres: 0, minio: 0, redis: 0 };
+    const byServer: Record<Server, number> = { postgres: 0, minio: 0, redis: 0, ejabberd: 0 };
     for (const [pid, server] of stackPids) {
       const fields = statFields(pid);
       if (fields) byServer[server] += own(fields) + reaped(fields);
@@ -70,6 +79,7 @@ export function cpuMeter(profile: Profile = 'test') {
       postgres: byServer.postgres * TICK_MS,
       minio: byServer.minio * TICK_MS,
       redis: byServer.redis * TICK_MS,
+      ejabberd: byServer.ejabberd * TICK_MS,
       machine: (total - idle) * TICK_MS,
     };
   }
@@ -92,13 +102,15 @@ export function cpuMeter(profile: Profile = 'test') {
  */
 export function cpuLine(spent: Cpu, count: number, digits = 0) {
   const per = (value: number) => (value / count).toFixed(digits).padStart(4);
-  const other = spent.machine - spent.node - spent.tools - spent.postgres - spent.minio - spent.redis;
+  const other =
+    spent.machine - spent.node - spent.tools - spent.postgres - spent.minio - spent.redis - spent.ejabberd;
   const parts = [
     ['node', spent.node],
     ['ffprobe+ffmpeg', spent.tools],
     ['postgres', spent.postgres],
     ['minio', spent.minio],
     ['redis', spent.redis],
+    ['ejabberd', spent.ejabberd],
   ].filter(([, value]) => value !== 0);
   return `      CPU ms a call: ${parts.map(([name, value]) => `${name} ${per(value as number)}`).join(', ')}, other ${per(other)}; machine ${per(spent.machine)}`;
 }

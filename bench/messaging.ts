@@ -24,6 +24,7 @@ import { MESSAGING_LIMITS } from '../control-plane/src/modules/messaging/schema.
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
 import { type ChatCredential, type ChatSession, connect } from '../e2e/support/xmpp.js';
+import { type Cpu, cpuLine, cpuMeter, noCpu } from './cpu.js';
 import {
   type Figures,
   figures,
@@ -124,40 +125,42 @@ function plainRound(round: number): Promise<Run> {
 const floorRound = () =>
   timed(recipients, concurrency, () => injectOk(app, 'POST', '/bench/floor/insert', {}));
 
-const otpRuns: Run[] = [];
-const componentRuns: Run[] = [];
-const plainRuns: Run[] = [];
-const floorRuns: Run[] = [];
-for (let round = 0; round < ROUNDS; round += 1) {
-  otpRuns.push(await otpRound());
-  componentRuns.push(await componentRound(round));
-  plainRuns.push(await plainRound(round));
-  floorRuns.push(await floorRound());
-}
-const line = (label: string, f: Figures) =>
-  `${label.padEnd(44)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
-const otp = figures(otpRuns);
-const plain = figures(plainRuns);
-const alone = figures(componentRuns);
-const floor = figures(floorRuns);
-console.log(line('OTPs delivered (API call → client)', otp));
-console.log(line('plain messages (client → client), the floor', plain));
-console.log(line('deliveries through the component alone', alone));
-console.log(line('floor (a): one INSERT in one transaction', floor));
+const { charged } = cpuMeter();
+const paths = {
+  otp: { round: otpRound, runs: [] as Run[], cpu: noCpu() },
+  component: { round: componentRound, runs: [] as Run[], cpu: noCpu() },
+  plain: { round: plainRound, runs: [] as Run[], cpu: noCpu() },
+  floor: { round: floorRound, runs: [] as Run[], cpu: noCpu() },
+};
+for (let round = 0; round < ROUNDS; round += 1)
+  for (const path of Object.values(paths)) path.runs.push(await charged(path.cpu, () => path.round(round)));
+const line = (label: string, f: Figures, cpu: Cpu, count = recipients * ROUNDS) =>
+  `${label.padEnd(44)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}\n${cpuLine(cpu, count, 2)}`;
+const otp = figures(paths.otp.runs);
+const plain = figures(paths.plain.runs);
+const alone = figures(paths.component.runs);
+const floor = figures(paths.floor.runs);
+console.log(line('OTPs delivered (API call → client)', otp, paths.otp.cpu));
+console.log(line('plain messages (client → client), the floor', plain, paths.plain.cpu));
+console.log(line('deliveries through the component alone', alone, paths.component.cpu));
+console.log(line('floor (a): one INSERT in one transaction', floor, paths.floor.cpu));
 const ratio = (a: Figures, b: Figures) => (a.perSecond / b.perSecond).toFixed(2);
 console.log(`ratio OTP / plain: ${ratio(otp, plain)} (>= 0.5 wanted)`);
 console.log(`ratio component alone / plain: ${ratio(alone, plain)}; OTP / floor (a): ${ratio(otp, floor)}`);
 
 let verifying = 0;
-const verifications = await timed(recipients, concurrency, async () => {
-  const user = users[verifying++]!;
-  const response = await injectOk(app, 'POST', '/v1/otp/verify', headers, {
-    to: user,
-    code: latestCodes.get(user),
-  });
-  if (!response.json().verified) throw new Error(`the latest code of ${user} did not verify`);
-});
-console.log(line('verifications (POST /v1/otp/verify)', figures([verifications])));
+const verifyCpu = noCpu();
+const verifications = await charged(verifyCpu, () =>
+  timed(recipients, concurrency, async () => {
+    const user = users[verifying++]!;
+    const response = await injectOk(app, 'POST', '/v1/otp/verify', headers, {
+      to: user,
+      code: latestCodes.get(user),
+    });
+    if (!response.json().verified) throw new Error(`the latest code of ${user} did not verify`);
+  }),
+);
+console.log(line('verifications (POST /v1/otp/verify)', figures([verifications]), verifyCpu, recipients));
 
 await component.stop();
 await Promise.all(sessions.map((session) => session.stop()));

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChatSession, connect } from '../../e2e/support/xmpp.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
 import { statementRecorder } from './statements.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -13,6 +14,7 @@ const { statements, interceptor: counter } = statementRecorder();
 
 let ctx: TestContext;
 let redisCommands: string[] = [];
+const sessions: ChatSession[] = [];
 beforeAll(async () => {
   ctx = await startTestApp({ interceptors: [counter], routes: () => pricedProbe() });
   await createPricedProbeTable(ctx.container);
@@ -24,6 +26,7 @@ beforeAll(async () => {
   };
 });
 afterAll(async () => {
+  await Promise.all(sessions.map((session) => session.stop()));
   await ctx.close();
 });
 
@@ -116,5 +119,23 @@ describe('round trips', () => {
     );
     expect(login.statements).toEqual([]);
     expect(login.redis).toHaveLength(1);
+  });
+
+  it('of an OTP to an online user: the send, its code and its event in one transaction', async () => {
+    const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const credential = await keyed(token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'cy' })();
+    sessions.push(await connect(credential.json()));
+    // Both sends go to cy, within the 3 codes a recipient takes in 10 minutes.
+    const sent = await sentBy(keyed(token, 'POST', '/v1/otp/send', { to: 'cy' }));
+    expect(sent.statements.map((s) => s.replace(/\s+/g, ' ').trim().slice(0, 30))).toEqual([
+      'begin',
+      'select pg_advisory_xact_lock(h',
+      'select created_at from message',
+      'with sent as ( insert into mes',
+      'with event as ( insert into we',
+      'insert into charges_at_commit ',
+      'commit',
+    ]);
+    expect(sent.redis).toEqual(['evalsha']);
   });
 });

@@ -68,6 +68,14 @@ export function createAccountsService(deps: {
     bus: deps.bus,
   });
 
+  // Apps are never renamed or deleted, so an app's name needs no invalidation, only a bound.
+  const appNames = createSharedCache<string | null>({
+    name: 'app-names',
+    ttlMs: KEY_CACHE_TTL_MS,
+    maxEntries: KEY_CACHE_ENTRIES,
+    bus: deps.bus,
+  });
+
   async function requireApp(appId: string, db: Db = deps.pool) {
     const app = await accountsStore(db).findApp(appId);
     if (!app) throw errors.notFound(`App ${appId}`);
@@ -140,6 +148,8 @@ export function createAccountsService(deps: {
     },
 
     getApp: (id: string) => store.findApp(id),
+    /** The app's name, kept in process: what a message template shows on every send. */
+    appName: (id: string) => appNames.get(id, async () => (await store.findApp(id))?.name ?? null),
     listApps: (accountId: string) => store.listApps(accountId),
 
     /** Creates a key and returns its token: the only time a secret token exists outside the caller's hands. */

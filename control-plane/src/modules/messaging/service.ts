@@ -315,7 +315,7 @@ export function createMessagingService(deps: {
         const code = String(randomInt(0, 10 ** OTP_DIGITS)).padStart(OTP_DIGITS, '0');
         // The app's name is read only when the template shows it.
         const appName = template.includes('{app}')
-          ? ((await deps.accounts.getApp(principal.appId))?.name ?? '')
+          ? ((await deps.accounts.appName(principal.appId)) ?? '')
           : '';
         // One pass, so that a {code} inside the app's name is not filled in as well.
         const body = template.replace(/\{(code|app)\}/g, (_match, name: string) =>
@@ -334,19 +334,22 @@ export function createMessagingService(deps: {
         );
         codeHash = outcome.delivered ? hashCode(id, code) : null;
       }
-      await store.recordSend(principal, {
-        id,
-        kind: 'otp',
-        sender: ACCOUNT_SENDER,
-        recipient: input.to,
-        recipientKey: recipient.recipientKey,
-        userId: recipient.userId,
-        channel: 'in_app',
-        ...outcome,
-        at: now,
-      });
-      // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
-      if (codeHash) await store.putCode(principal, input.to, id, codeHash, expiresAt);
+      await store.recordSend(
+        principal,
+        {
+          id,
+          kind: 'otp',
+          sender: ACCOUNT_SENDER,
+          recipient: input.to,
+          recipientKey: recipient.recipientKey,
+          userId: recipient.userId,
+          channel: 'in_app',
+          ...outcome,
+          at: now,
+        },
+        // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
+        codeHash ? { hash: codeHash, expiresAt } : undefined,
+      );
       if (outcome.arrivedAt)
         await otpDelivered(tx, principal, id, input.to, recipient.userId, outcome.arrivedAt);
       return {

@@ -73,6 +73,10 @@ export function messagingStore(db: Db) {
           ${sends.sender === undefined ? sql.fragment`` : sql.fragment`and sender = ${sends.sender}`}
         order by created_at desc limit ${limit}`),
 
+    /**
+     * Records a send; with a code, in the same statement, the recipient's live code (replacing any
+     * earlier one).
+     */
     recordSend: (
       scope: Scope,
       send: {
@@ -88,23 +92,24 @@ export function messagingStore(db: Db) {
         arrivedAt: Date | null;
         at: Date;
       },
-    ) =>
-      db.query(sql.unsafe`
+      code?: { hash: Buffer; expiresAt: Date },
+    ) => {
+      const record = sql.fragment`
         insert into messages (id, app_id, mode, kind, sender, recipient, recipient_key, user_id, channel,
                               delivered, reason, arrived_at, created_at)
         values (${send.id}, ${scope.appId}, ${scope.mode}, ${send.kind}, ${send.sender}, ${send.recipient},
                 ${send.recipientKey}, ${send.userId}, ${send.channel}, ${send.delivered}, ${send.reason},
-                ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})`),
-
-    /** The recipient's live code, replacing any earlier one. */
-    putCode: (scope: Scope, recipient: string, messageId: string, codeHash: Buffer, expiresAt: Date) =>
-      db.query(sql.unsafe`
+                ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})`;
+      if (!code) return db.query(sql.unsafe`${record}`);
+      return db.query(sql.unsafe`
+        with sent as (${record})
         insert into otp_codes (app_id, mode, recipient, message_id, code_hash, expires_at)
-        values (${scope.appId}, ${scope.mode}, ${recipient}, ${messageId}, ${sql.binary(codeHash)},
-                ${sql.timestamp(expiresAt)})
+        values (${scope.appId}, ${scope.mode}, ${send.recipient}, ${send.id}, ${sql.binary(code.hash)},
+                ${sql.timestamp(code.expiresAt)})
         on conflict (app_id, mode, recipient) do update
           set message_id = excluded.message_id, code_hash = excluded.code_hash,
-              expires_at = excluded.expires_at, failed_attempts = 0`),
+              expires_at = excluded.expires_at, failed_attempts = 0`);
+    },
 
     /** The recipient's code, locked until the transaction ends (one verification at a time). */
     lockedCode: (scope: Scope, recipient: string) =>
