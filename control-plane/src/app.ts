@@ -8,7 +8,7 @@ import { dashboardOn } from './dashboard/index.js';
 import { COST_HEADER } from './http/context.js';
 import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
-import { markOptionalInputs } from './http/openapi.js';
+import { markOptionalInputs, shareErrorBody } from './http/openapi.js';
 import { allowedMethodsOf, registerRoutes } from './http/pipeline.js';
 import { registerValidation } from './http/validation.js';
 import { aboutRoutes } from './modules/about/routes.js';
@@ -115,7 +115,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     await app.register(swagger, {
       transformObject: (documentObject) =>
         'openapiObject' in documentObject
-          ? markOptionalInputs(documentObject.openapiObject)
+          ? shareErrorBody(markOptionalInputs(documentObject.openapiObject))
           : documentObject.swaggerObject,
       openapi: {
         openapi: '3.1.0',

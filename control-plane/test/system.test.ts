@@ -21,6 +21,13 @@ describe('/healthz', () => {
   });
 });
 
+interface Operation {
+  responses?: Record<
+    string,
+    { content: Record<string, { schema?: { $ref?: string; required?: string[] } }> }
+  >;
+}
+
 describe('/v1/openapi.json', () => {
   it('is OpenAPI 3.1, version 1.1.0, generated from the route schemas', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' });
@@ -30,9 +37,23 @@ describe('/v1/openapi.json', () => {
     expect(document.info.version).toBe('1.1.0');
     const balance = document.paths['/v1/realtime/balance'].get;
     expect(balance.responses['200'].content['application/json'].schema.properties).toHaveProperty('ledger');
-    expect(
-      balance.responses['422'].content['application/json'].schema.properties.error.properties,
-    ).toHaveProperty('fields');
+    // The error body is written once and every error response points at it, each saying what its
+    // status means there.
+    expect(document.components.schemas.Error.properties.error.properties).toHaveProperty('fields');
+    expect(balance.responses['422']).toEqual({
+      description: 'Validation failed: every failing field is listed',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    });
+    const errorSchemas = Object.values(document.paths as Record<string, Record<string, Operation>>)
+      .flatMap((operations) => Object.values(operations))
+      .flatMap((operation) => Object.entries(operation.responses ?? {}))
+      .filter(([status]) => Number(status) >= 400)
+      .map(([, response]) => response.content['application/json']?.schema);
+    expect(errorSchemas.length).toBeGreaterThan(1000);
+    // /readyz's 503 is its own report, not an error body.
+    expect(errorSchemas.filter((schema) => !schema?.$ref)).toEqual([
+      expect.objectContaining({ required: ['status', 'checks'] }),
+    ]);
     expect(document.components.securitySchemes).toHaveProperty('bearerKey');
     expect(document.paths).not.toHaveProperty('/metrics');
     // What may be left out says so: a parameter with a default, a body of optional fields.

@@ -1,12 +1,15 @@
 import type { Route } from '../platform/route.js';
+import { ErrorBody } from '../platform/schemas.js';
 
-/** Just enough of an OpenAPI 3.1 document to walk its operations' inputs. */
+/** Just enough of an OpenAPI 3.1 document to walk its operations' inputs and answers. */
 interface Document {
   paths?: Record<string, Record<string, Operation>>;
+  components?: { schemas?: Record<string, unknown> };
 }
 interface Operation {
   parameters?: { required?: boolean; schema?: Record<string, unknown> }[];
   requestBody?: { required?: boolean; content?: Record<string, { schema?: BodySchema }> };
+  responses?: Record<string, { content?: Record<string, { schema?: object }> }>;
 }
 export interface BodySchema {
   required?: string[];
@@ -41,6 +44,44 @@ export function markOptionalInputs<D extends object>(document: D): D {
         if (parameter.schema && 'default' in parameter.schema) parameter.required = false;
     }
   }
+  return document;
+}
+
+/** JSON with every object's keys sorted, so that two schemas compare whatever order built them. */
+const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, inner: unknown) =>
+    inner && typeof inner === 'object' && !Array.isArray(inner)
+      ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => a.localeCompare(b)))
+      : inner,
+  );
+
+const withoutDescription = ({ description: _description, ...schema }: { description?: unknown }) => schema;
+
+/** A schema as @fastify/swagger writes it into an OpenAPI 3.1 document: `const` becomes a one-value `enum`. */
+const asDocumented = (schema: unknown): unknown =>
+  JSON.parse(JSON.stringify(schema), (_key, value: unknown) => {
+    if (!value || typeof value !== 'object' || Array.isArray(value) || !('const' in value)) return value;
+    const { const: only, ...rest } = value as { const: unknown };
+    return { ...rest, enum: [only] };
+  });
+
+/**
+ * Names the error body once, as `components.schemas.Error`, and points every error response at it:
+ * written out in each of the ~1,200 error responses it made up most of the document (and of the SDK's
+ * generated types). Each response keeps its own description of what the status means there.
+ */
+export function shareErrorBody<D extends object>(document: D): D {
+  const shared = withoutDescription(asDocumented(ErrorBody) as { description?: unknown });
+  const sharedText = canonical(shared);
+  const reference = { $ref: '#/components/schemas/Error' };
+  for (const operations of Object.values((document as Document).paths ?? {}))
+    for (const operation of Object.values(operations))
+      for (const response of Object.values(operation.responses ?? {}))
+        for (const media of Object.values(response.content ?? {}))
+          if (media.schema && canonical(withoutDescription(media.schema)) === sharedText)
+            media.schema = reference;
+  const components = ((document as Document).components ??= {});
+  components.schemas = { ...components.schemas, Error: { ...shared, description: ErrorBody.description } };
   return document;
 }
 
