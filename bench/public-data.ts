@@ -11,7 +11,8 @@
  * apps would.
  *
  * Then, with `concurrency` calls in flight:
- *   lists: GET /v1/buzzes?author=… of heavy and light authors, then second pages by their cursors;
+ *   lists: GET /v1/buzzes?author=… of heavy and light authors, and second pages by their cursors, in
+ *     turns with floor (a) (four rounds, after a warm-up long enough for the JIT);
  *   search: GET /v1/search of names, typos, partial usernames and words, each kind also apart;
  *   publishing: POST /v1/me/buzzes with user tokens, and floor (a) (one INSERT in one transaction),
  *   measured in turns (four rounds each) so that the drift of a shared machine hits both alike.
@@ -217,6 +218,7 @@ console.log(
 // ----- measuring ----------------------------------------------------------------------------------
 
 const WARM_UP = Math.min(200, calls);
+const LIST_WARM_UP = 2_000;
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
 const { charged } = cpuMeter();
@@ -276,17 +278,41 @@ const secondPage = () => {
 
 const floor = () => call('POST', '/bench/floor/insert', {});
 
-console.log(`\nlists and search (${WARM_UP} calls of warm-up each)`);
-// The absolute goals are for an idle machine: the floor at the same concurrency says what this one gives.
-await measure(WARM_UP, floor);
-await measured('floor (a) one INSERT in one transaction', calls, floor);
-await measure(WARM_UP, firstPage);
-const firstPages = await measured('GET /v1/buzzes?author, first page', calls, firstPage);
-console.log(goal(firstPages, 10));
-await measure(WARM_UP, secondPage);
-const nextPages = await measured('GET /v1/buzzes?author&cursor, second page', calls, secondPage);
-console.log(goal(nextPages, 10));
+/**
+ * Paths measured in turns, `ROUNDS` rounds of `perRound` calls each after a warm-up of each, so that
+ * the machine's drift hits all alike; printed with the CPU a call took. Their figures, in order.
+ */
+async function inTurns(paths: [label: string, request: () => Promise<unknown>][], warmUp = WARM_UP) {
+  const perRound = Math.ceil(calls / ROUNDS);
+  for (const [, request] of paths) await measure(warmUp, request);
+  const runs = paths.map(() => [] as Run[]);
+  const spent = paths.map(() => noCpu());
+  for (let round = 0; round < ROUNDS; round += 1)
+    for (const [i, [, request]] of paths.entries()) runs[i]!.push(await measure(perRound, request, spent[i]));
+  return paths.map(([label], i) => {
+    const result = figures(runs[i]!);
+    console.log(line(label, result));
+    console.log(cpuLine(spent[i]!, perRound * ROUNDS, 3));
+    return result;
+  });
+}
 
+// The absolute goals are for an idle machine: the floor in the same turns says what this one gives.
+// The lists' warm-up is longer: a list is a few microseconds of JIT-compiled code once warm, and a
+// server that lists has long been warm.
+console.log(`\nlists, in turns with their floor (${ROUNDS} rounds, ${LIST_WARM_UP} calls of warm-up each)`);
+const [, firstPages, nextPages] = await inTurns(
+  [
+    ['floor (a) one INSERT in one transaction', floor],
+    ['GET /v1/buzzes?author, first page', firstPage],
+    ['GET /v1/buzzes?author&cursor, second page', secondPage],
+  ],
+  LIST_WARM_UP,
+);
+console.log(`${goal(firstPages!, 10)} (first pages)`);
+console.log(`${goal(nextPages!, 10)} (second pages)`);
+
+console.log(`\nsearch (${WARM_UP} calls of warm-up)`);
 // Search: the kinds in turns, both groups (profiles and buzzes) each time, as an app's search box.
 const SEARCHES: [kind: string, query: () => string][] = [
   ['name', () => fold(pickOne(NAMES))],
@@ -342,23 +368,10 @@ let published = 0;
 const publish = () =>
   call('POST', '/v1/me/buzzes', userTokens[published++ % publishers]!, { text: sentence() });
 console.log(`\npublishing, ${publishers} users, in turns with its floor (${ROUNDS} rounds)`);
-await measure(WARM_UP, floor);
-await measure(WARM_UP, publish);
-const floorRuns: Run[] = [];
-const publishRuns: Run[] = [];
-const floorCpu = noCpu();
-const publishCpu = noCpu();
-const perRound = Math.ceil(calls / ROUNDS);
-for (let round = 0; round < ROUNDS; round += 1) {
-  floorRuns.push(await measure(perRound, floor, floorCpu));
-  publishRuns.push(await measure(perRound, publish, publishCpu));
-}
-const publishing = figures(publishRuns);
-const floorFigures = figures(floorRuns);
-console.log(line('POST /v1/me/buzzes', publishing));
-console.log(cpuLine(publishCpu, perRound * ROUNDS, 3));
-console.log(line('  its floor (a) one INSERT in one transaction', floorFigures));
-console.log(cpuLine(floorCpu, perRound * ROUNDS, 3));
+const [publishing, floorFigures] = (await inTurns([
+  ['POST /v1/me/buzzes', publish],
+  ['  its floor (a) one INSERT in one transaction', floor],
+])) as [Figures, Figures];
 console.log(
   `    ratio ${(publishing.perSecond / floorFigures.perSecond).toFixed(2)}× (a) throughput (≥ 0.5 wanted);` +
     ` p99 ${(publishing.p99 / floorFigures.p99).toFixed(2)}× the floor's`,

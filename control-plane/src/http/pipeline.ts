@@ -261,10 +261,12 @@ function registerRoute(
         reply.headers(rateLimitHeaders(admitted.quota));
         return admitted.result;
       };
-      // Aborted when the client goes before its answer: work done on its behalf elsewhere stops.
+      // Aborted when the client goes before its answer: work done on its behalf elsewhere stops. An
+      // answer already handed over (ended, if not yet flushed) is not gone: light-my-request closes
+      // before it finishes, and an abort's DOMException costs a stack trace.
       const gone = new AbortController();
       reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) gone.abort();
+        if (!reply.raw.writableEnded) gone.abort();
       });
       const call = {
         signal: gone.signal,
