@@ -5,6 +5,7 @@ import {
   type Interceptor,
   SchemaValidationError,
 } from 'slonik';
+import { prepareFrequentStatements } from './prepared-statements.js';
 
 /**
  * Checks every row of a `sql.type(schema)` query against its zod schema: without this
@@ -56,6 +57,7 @@ export async function createDatabasePool(
   url: string,
   interceptors: Interceptor[] = [],
 ): Promise<DatabasePool> {
+  prepareFrequentStatements();
   const overridden = new Set([safeBigintParser.name, timestamptzParser.name]);
   return createPool(url, {
     interceptors: [resultParserInterceptor, statementValuesInterceptor, ...interceptors],
