@@ -1,6 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
+import { plannedForItsValues } from '../src/platform/transaction.js';
 import { startTestApp, type TestContext } from './support.js';
 
 let ctx: TestContext;
@@ -25,5 +26,14 @@ it('prepares a statement on a connection that runs it again, with the same answe
     // A prepared statement's error is the statement's, and the next run is fine.
     await expect(divide(0)).rejects.toThrow(/division by zero/);
     expect(await divide(84)).toBe(1);
+    // A statement marked so is planned for its values on every run, never prepared.
+    const search = (term: string) =>
+      connection.oneFirst(
+        sql.type(Number)`${plannedForItsValues} select length(${term}) as n -- unprepared-statements test`,
+      );
+    expect([await search('a'), await search('ab'), await search('abc')]).toEqual([1, 2, 3]);
+    const unprepared = await connection.anyFirst(sql.type(Statement)`
+      select statement from pg_prepared_statements where statement like ${'%unprepared-statements test%'}`);
+    expect(unprepared).toEqual([]);
   });
 });

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
-import type { Db } from '../../platform/transaction.js';
+import { type Db, plannedForItsValues } from '../../platform/transaction.js';
 import {
   BuzzRow,
   ProfileRow,
@@ -197,10 +197,10 @@ export function socialStore(db: Db) {
      * Profiles whose username or full name holds something close to q (typos and prefixes, accents
      * and case ignored). The candidates are the nearest names (the GiST index walks them in order)
      * and the exact username; they rank exact first, then closeness, verified, followed by the
-     * viewer, followers.
+     * viewer, followers. Planned for its values on each call: how selective q is decides the plan.
      */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) =>
-      db.any(sql.type(ProfileRow)`
+      db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with candidates as (
           -- The query folded in place, not joined from elsewhere: the index orders by it only then.
           -- The match test in the index scan too: it skips the index's branches that cannot match, so
@@ -231,7 +231,8 @@ export function socialStore(db: Db) {
      * stops once it has the candidates. Others, or when that walk came short: the word index, which
      * reads every match. The planner cannot choose between them itself: it takes the words of a query
      * as independent, and words that go together (two of one language) match far more buzzes than it
-     * expects, which made it fetch tens of thousands of matches for a page.
+     * expects, which made it fetch tens of thousands of matches for a page. For the same reason it is
+     * never prepared: a generic plan, made without the words, walked every buzz for a rare one.
      */
     searchBuzzes: (scope: Scope, q: string, limit: number) => {
       const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
@@ -242,7 +243,7 @@ export function socialStore(db: Db) {
         limit ${count}`;
       // As many matches in the probe as the walk needs, at the same density, to fill the candidates.
       const common = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
-      return db.any(sql.type(BuzzRow)`
+      return db.any(sql.type(BuzzRow)`${plannedForItsValues}
         with probe as (
           select count(*) as found from (${newest(SEARCH_BUZZ_PROBE)}) w where w.search @@ ${query}
         ), walked as (
