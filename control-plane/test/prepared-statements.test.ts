@@ -12,13 +12,13 @@ afterAll(async () => {
   await ctx.close();
 });
 
-const Number = z.object({ n: z.number() });
+const Answer = z.object({ n: z.number() });
 const Statement = z.object({ statement: z.string() });
 
 it('prepares a statement on a connection that runs it again, with the same answers and errors', async () => {
   await ctx.container.pool.connect(async (connection) => {
     const divide = (by: number) =>
-      connection.oneFirst(sql.type(Number)`select 84 / ${by}::int as n -- prepared-statements test`);
+      connection.oneFirst(sql.type(Answer)`select 84 / ${by}::int as n -- prepared-statements test`);
     expect([await divide(2), await divide(4), await divide(7)]).toEqual([42, 21, 12]);
     const prepared = await connection.anyFirst(sql.type(Statement)`
       select statement from pg_prepared_statements where statement like ${'%prepared-statements test%'}`);
@@ -29,7 +29,7 @@ it('prepares a statement on a connection that runs it again, with the same answe
     // A statement marked so is planned for its values on every run, never prepared.
     const search = (term: string) =>
       connection.oneFirst(
-        sql.type(Number)`${plannedForItsValues} select length(${term}) as n -- unprepared-statements test`,
+        sql.type(Answer)`${plannedForItsValues} select length(${term}) as n -- unprepared-statements test`,
       );
     expect([await search('a'), await search('ab'), await search('abc')]).toEqual([1, 2, 3]);
     const unprepared = await connection.anyFirst(sql.type(Statement)`

@@ -80,8 +80,9 @@ export function shareErrorBody<D extends object>(document: D): D {
         for (const media of Object.values(response.content ?? {}))
           if (media.schema && canonical(withoutDescription(media.schema)) === sharedText)
             media.schema = reference;
-  const components = ((document as Document).components ??= {});
+  const components = (document as Document).components ?? {};
   components.schemas = { ...components.schemas, Error: { ...shared, description: ErrorBody.description } };
+  (document as Document).components = components;
   return document;
 }
 
