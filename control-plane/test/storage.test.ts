@@ -4,8 +4,10 @@
  */
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createObjectStore } from '../src/adapters/s3.js';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { storageKeyOf } from '../src/modules/storage/service.js';
+import { UpstreamError } from '../src/platform/errors.js';
 import { READABLE_NAMES, REFUSED_NAMES } from './identities.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
 
@@ -336,6 +338,22 @@ describe('removal and isolation', () => {
       }
     }
     expect((await call(owner.token, 'GET', `/v1/storage/objects/${id}`)).statusCode).toBe(200);
+  });
+});
+
+describe('MinIO refusing the control plane', () => {
+  it('is the service unavailable (503), not the caller’s doing, even when it says nothing', async () => {
+    const settings = ctx.container.settings;
+    const refused = createObjectStore({
+      endpoint: settings.SVC_S3_ENDPOINT,
+      publicEndpoint: settings.SVC_S3_PUBLIC_ENDPOINT,
+      region: settings.SVC_S3_REGION,
+      accessKey: settings.SVC_S3_ACCESS_KEY,
+      secretKey: `${settings.SVC_S3_SECRET_KEY}-not`,
+      bucket: settings.SVC_S3_BUCKET,
+    });
+    // A HEAD's 403 has no body: the SDK can only call it 'Unknown'.
+    await expect(refused.sizeOf('test/anything')).rejects.toBeInstanceOf(UpstreamError);
   });
 });
 

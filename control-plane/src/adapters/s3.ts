@@ -43,13 +43,20 @@ export function s3Client(
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
   // MinIO's own 4xx answers (no such key…) pass through; a MinIO that cannot be reached or answers
-  // 5xx even after the SDK's retries is a 503 to retry, not a 500.
+  // 5xx even after the SDK's retries is a 503 to retry, not a 500. So is a refusal that says nothing
+  // (the SDK's 'Unknown': a HEAD's answer has no body, and only its 404 has a name): a HEAD that MinIO
+  // refused while shutting down was a 500.
   s3.middlewareStack.add(
     (next) => async (args) => {
       try {
         return await next(args);
       } catch (error) {
-        if (error instanceof S3ServiceException && (error.$metadata.httpStatusCode ?? 500) < 500) throw error;
+        if (
+          error instanceof S3ServiceException &&
+          (error.$metadata.httpStatusCode ?? 500) < 500 &&
+          error.name !== 'Unknown'
+        )
+          throw error;
         throw new UpstreamError('MinIO', error instanceof Error ? error.message : String(error));
       }
     },
