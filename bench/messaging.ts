@@ -29,6 +29,7 @@ import {
   type Figures,
   figures,
   injectOk,
+  inTurns,
   latencyLine,
   type Run,
   timed,
@@ -125,32 +126,27 @@ function plainRound(round: number): Promise<Run> {
 const floorRound = () =>
   timed(recipients, concurrency, () => injectOk(app, 'POST', '/bench/floor/insert', {}));
 
-const { charged } = cpuMeter();
-const paths = {
-  otp: { round: otpRound, runs: [] as Run[], cpu: noCpu() },
-  component: { round: componentRound, runs: [] as Run[], cpu: noCpu() },
-  plain: { round: plainRound, runs: [] as Run[], cpu: noCpu() },
-  floor: { round: floorRound, runs: [] as Run[], cpu: noCpu() },
-};
-for (let round = 0; round < ROUNDS; round += 1)
-  for (const path of Object.values(paths)) path.runs.push(await charged(path.cpu, () => path.round(round)));
+const taken = await inTurns(
+  { otp: otpRound, component: componentRound, plain: plainRound, floor: floorRound },
+  ROUNDS,
+);
 const line = (label: string, f: Figures, cpu: Cpu, count = recipients * ROUNDS) =>
   `${label.padEnd(44)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}\n${cpuLine(cpu, count, 2)}`;
-const otp = figures(paths.otp.runs);
-const plain = figures(paths.plain.runs);
-const alone = figures(paths.component.runs);
-const floor = figures(paths.floor.runs);
-console.log(line('OTPs delivered (API call → client)', otp, paths.otp.cpu));
-console.log(line('plain messages (client → client), the floor', plain, paths.plain.cpu));
-console.log(line('deliveries through the component alone', alone, paths.component.cpu));
-console.log(line('floor (a): one INSERT in one transaction', floor, paths.floor.cpu));
+const otp = figures(taken.otp.runs);
+const plain = figures(taken.plain.runs);
+const alone = figures(taken.component.runs);
+const floor = figures(taken.floor.runs);
+console.log(line('OTPs delivered (API call → client)', otp, taken.otp.cpu));
+console.log(line('plain messages (client → client), the floor', plain, taken.plain.cpu));
+console.log(line('deliveries through the component alone', alone, taken.component.cpu));
+console.log(line('floor (a): one INSERT in one transaction', floor, taken.floor.cpu));
 const ratio = (a: Figures, b: Figures) => (a.perSecond / b.perSecond).toFixed(2);
 console.log(`ratio OTP / plain: ${ratio(otp, plain)} (>= 0.5 wanted)`);
 console.log(`ratio component alone / plain: ${ratio(alone, plain)}; OTP / floor (a): ${ratio(otp, floor)}`);
 
 let verifying = 0;
 const verifyCpu = noCpu();
-const verifications = await charged(verifyCpu, () =>
+const verifications = await cpuMeter().charged(verifyCpu, () =>
   timed(recipients, concurrency, async () => {
     const user = users[verifying++]!;
     const response = await injectOk(app, 'POST', '/v1/otp/verify', headers, {

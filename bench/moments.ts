@@ -49,13 +49,13 @@ import { storageKeyOf } from '../control-plane/src/modules/storage/service.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { type Cpu, cpuLine, cpuMeter, noCpu } from './cpu.js';
+import { cpuLine } from './cpu.js';
 import {
   type Figures,
   figures,
   injectOk,
+  inTurns,
   latencyLine,
-  type Run,
   secondsSince,
   timed,
   useTestStackSettings,
@@ -97,7 +97,6 @@ const line = (label: string, f: Figures, digits = 0) =>
 
 /** A call through the app from an address of its own; anything but a success ends the bench. */
 const call = injectOk.bind(null, app);
-const { charged } = cpuMeter();
 
 // ----- 1. publishing ---------------------------------------------------------------------------------
 
@@ -219,31 +218,27 @@ const probe = async () => {
   if ('unreadable' in read) throw new Error(`probe failed: ${read.unreadable}`);
 };
 
-const paths = {
-  pipeline: { task: publish, runs: [] as Run[], cpu: noCpu() },
-  thumbnail: { task: thumbnail, runs: [] as Run[], cpu: noCpu() },
-  probe: { task: probe, runs: [] as Run[], cpu: noCpu() },
-};
 console.log(
   `\npublishing, ${PUBLISHERS} in flight, in turns with its floor (${ROUNDS} rounds of ${perRound} each)`,
 );
-for (const path of Object.values(paths)) await timed(WARM_UP_PUBLISHES, PUBLISHERS, path.task);
-for (let round = 0; round < ROUNDS; round += 1) {
-  const order = ['thumbnail', 'probe', 'pipeline'] as const;
-  for (const name of round % 2 === 0 ? order : [...order].reverse()) {
-    const path = paths[name];
-    path.runs.push(await charged(path.cpu, () => timed(perRound, PUBLISHERS, path.task)));
-  }
-}
-const pipeline = figures(paths.pipeline.runs);
-const floor = figures(paths.thumbnail.runs);
+for (const task of [thumbnail, probe, publish]) await timed(WARM_UP_PUBLISHES, PUBLISHERS, task);
+const publishRuns = await inTurns(
+  {
+    thumbnail: () => timed(perRound, PUBLISHERS, thumbnail),
+    probe: () => timed(perRound, PUBLISHERS, probe),
+    pipeline: () => timed(perRound, PUBLISHERS, publish),
+  },
+  ROUNDS,
+);
+const pipeline = figures(publishRuns.pipeline.runs);
+const floor = figures(publishRuns.thumbnail.runs);
 const measuredCount = perRound * ROUNDS;
 console.log(line('POST /v1/me/moments (probe, thumbnail, put, write)', pipeline, 2));
-console.log(cpuLine(paths.pipeline.cpu, measuredCount));
+console.log(cpuLine(publishRuns.pipeline.cpu, measuredCount));
 console.log(line('  its floor: the ffmpeg thumbnail alone', floor, 2));
-console.log(cpuLine(paths.thumbnail.cpu, measuredCount));
-console.log(line('  context: ffprobe alone', figures(paths.probe.runs), 2));
-console.log(cpuLine(paths.probe.cpu, measuredCount));
+console.log(cpuLine(publishRuns.thumbnail.cpu, measuredCount));
+console.log(line('  context: ffprobe alone', figures(publishRuns.probe.runs), 2));
+console.log(cpuLine(publishRuns.probe.cpu, measuredCount));
 const publishRatio = pipeline.perSecond / floor.perSecond;
 console.log(
   `    ratio ${publishRatio.toFixed(2)}× the floor's throughput (≥ 0.8 wanted: ${publishRatio >= 0.8 ? 'met' : 'NOT met'});` +
@@ -413,21 +408,16 @@ console.log(
 );
 const all = { ...floors, ...lists };
 for (const task of Object.values(all)) await measure(WARM_UP, task);
-const runs = new Map<string, Run[]>(Object.keys(all).map((label) => [label, []]));
-const spent = new Map<string, Cpu>(Object.keys(all).map((label) => [label, noCpu()]));
-for (let round = 0; round < ROUNDS; round += 1) {
-  const labels = Object.keys(all) as (keyof typeof all)[];
-  for (const label of round % 2 === 0 ? labels : labels.reverse()) {
-    runs
-      .get(label)!
-      .push(await charged(spent.get(label)!, () => measure(Math.ceil(calls / ROUNDS), all[label])));
-  }
-}
-const floorA = figures(runs.get('floor (a) one INSERT in one transaction')!);
-for (const [label, labelRuns] of runs) {
-  const f = figures(labelRuns);
+const listsPerRound = Math.ceil(calls / ROUNDS);
+const taken = await inTurns(
+  Object.fromEntries(Object.entries(all).map(([label, task]) => [label, () => measure(listsPerRound, task)])),
+  ROUNDS,
+);
+const floorA = figures(taken['floor (a) one INSERT in one transaction']!.runs);
+for (const [label, { runs, cpu }] of Object.entries(taken)) {
+  const f = figures(runs);
   console.log(line(label, f));
-  console.log(cpuLine(spent.get(label)!, Math.ceil(calls / ROUNDS) * ROUNDS, 2));
+  console.log(cpuLine(cpu, listsPerRound * ROUNDS, 2));
   if (label in lists) {
     console.log(
       `${goal(f, 10)}; ${(f.perSecond / floorA.perSecond).toFixed(2)}× (a) throughput, p95 ${(f.p95 / floorA.p95).toFixed(2)}× its`,

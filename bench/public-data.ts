@@ -33,9 +33,9 @@ import {
   type Figures,
   figures,
   injectOk,
+  inTurns,
   latencyLine,
   percentiles,
-  type Run,
   secondsSince,
   timed,
   useTestStackSettings,
@@ -279,20 +279,20 @@ const secondPage = () => {
 const floor = () => call('POST', '/bench/floor/insert', {});
 
 /**
- * Paths measured in turns, `ROUNDS` rounds of `perRound` calls each after a warm-up of each, so that
- * the machine's drift hits all alike; printed with the CPU a call took. Their figures, in order.
+ * Paths measured in turns (`ROUNDS` rounds of `perRound` calls each) after a warm-up of each, printed
+ * with the CPU a call took. Their figures, in order.
  */
-async function inTurns(paths: [label: string, request: () => Promise<unknown>][], warmUp = WARM_UP) {
+async function measuredInTurns(paths: [label: string, request: () => Promise<unknown>][], warmUp = WARM_UP) {
   const perRound = Math.ceil(calls / ROUNDS);
   for (const [, request] of paths) await measure(warmUp, request);
-  const runs = paths.map(() => [] as Run[]);
-  const spent = paths.map(() => noCpu());
-  for (let round = 0; round < ROUNDS; round += 1)
-    for (const [i, [, request]] of paths.entries()) runs[i]!.push(await measure(perRound, request, spent[i]));
-  return paths.map(([label], i) => {
-    const result = figures(runs[i]!);
+  const taken = await inTurns(
+    Object.fromEntries(paths.map(([label, request]) => [label, () => measure(perRound, request)])),
+    ROUNDS,
+  );
+  return paths.map(([label]) => {
+    const result = figures(taken[label]!.runs);
     console.log(line(label, result));
-    console.log(cpuLine(spent[i]!, perRound * ROUNDS, 3));
+    console.log(cpuLine(taken[label]!.cpu, perRound * ROUNDS, 3));
     return result;
   });
 }
@@ -301,7 +301,7 @@ async function inTurns(paths: [label: string, request: () => Promise<unknown>][]
 // The lists' warm-up is longer: a list is a few microseconds of JIT-compiled code once warm, and a
 // server that lists has long been warm.
 console.log(`\nlists, in turns with their floor (${ROUNDS} rounds, ${LIST_WARM_UP} calls of warm-up each)`);
-const [, firstPages, nextPages] = await inTurns(
+const [, firstPages, nextPages] = await measuredInTurns(
   [
     ['floor (a) one INSERT in one transaction', floor],
     ['GET /v1/buzzes?author, first page', firstPage],
@@ -368,7 +368,7 @@ let published = 0;
 const publish = () =>
   call('POST', '/v1/me/buzzes', userTokens[published++ % publishers]!, { text: sentence() });
 console.log(`\npublishing, ${publishers} users, in turns with its floor (${ROUNDS} rounds)`);
-const [publishing, floorFigures] = (await inTurns([
+const [publishing, floorFigures] = (await measuredInTurns([
   ['POST /v1/me/buzzes', publish],
   ['  its floor (a) one INSERT in one transaction', floor],
 ])) as [Figures, Figures];

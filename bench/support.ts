@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import type { App } from '../control-plane/src/app.js';
 import { loadProfileEnv } from '../infra/src/env-file.js';
 import type { Profile } from '../infra/src/profile.js';
+import { type Cpu, cpuMeter, noCpu } from './cpu.js';
 
 /** A stack's settings as the bench's environment: `npm run stack -- up --profile <profile>` first. */
 export function useStackSettings(profile: Profile): void {
@@ -58,6 +59,31 @@ export async function timed(count: number, concurrency: number, task: () => Prom
   const started = performance.now();
   const latencies = await runConcurrently(count, concurrency, async () => void (await task()));
   return { elapsed: performance.now() - started, latencies };
+}
+
+/** A path's runs taken in turns, and the CPU they took. */
+export interface Turns {
+  runs: Run[];
+  cpu: Cpu;
+}
+
+/**
+ * Paths measured in turns, one run of each a round (`round` names which), the order reversed every
+ * other round, so that the drift of a shared machine hits them alike; each path's runs and the CPU
+ * spent while they ran. Warm them up first: every round counts.
+ */
+export async function inTurns<Name extends string>(
+  paths: Record<Name, (round: number) => Promise<Run>>,
+  rounds: number,
+): Promise<Record<Name, Turns>> {
+  const { charged } = cpuMeter();
+  const names = Object.keys(paths) as Name[];
+  const taken = {} as Record<Name, Turns>;
+  for (const name of names) taken[name] = { runs: [], cpu: noCpu() };
+  for (let round = 0; round < rounds; round += 1)
+    for (const name of round % 2 === 0 ? names : [...names].reverse())
+      taken[name].runs.push(await charged(taken[name].cpu, () => paths[name](round)));
+  return taken;
 }
 
 export function percentiles(latencies: number[]): Percentiles {

@@ -7,7 +7,7 @@ import { createLiveKitClient } from './adapters/livekit.js';
 import { createMediaTools } from './adapters/media-tools.js';
 import { createMessagingComponent } from './adapters/messaging-component.js';
 import { type Probe, serverProbes } from './adapters/probes.js';
-import { createObjectStore, type ObjectStore } from './adapters/s3.js';
+import { createObjectStore, type ObjectStore, type S3Settings } from './adapters/s3.js';
 import { createWebhookSender } from './adapters/webhook-sender.js';
 import { commaSeparated } from './config/load.js';
 import type { Settings } from './config/schema.js';
@@ -81,6 +81,16 @@ const MEDIA_TOOL_TIMEOUT_MS = 20_000;
 /** A publish waiting this long for ffmpeg finds the replica saturated (503; the client retries). */
 const MEDIA_QUEUE_TIMEOUT_MS = 10_000;
 
+/** The object store's settings, as the control plane is configured. */
+export const objectStoreSettings = (settings: Settings): S3Settings => ({
+  endpoint: settings.SVC_S3_ENDPOINT,
+  publicEndpoint: settings.SVC_S3_PUBLIC_ENDPOINT,
+  region: settings.SVC_S3_REGION,
+  accessKey: settings.SVC_S3_ACCESS_KEY,
+  secretKey: settings.SVC_S3_SECRET_KEY,
+  bucket: settings.SVC_S3_BUCKET,
+});
+
 export async function createContainer(
   settings: Settings,
   options: ContainerOptions = {},
@@ -130,14 +140,7 @@ export async function createContainer(
     // The orgs module is made later (it uses this one): asked late, like the realtime module's rooms.
     orgOfChatKey: (chatKey) => orgs.orgIdOfChatKey(chatKey),
   });
-  const objects = createObjectStore({
-    endpoint: settings.SVC_S3_ENDPOINT,
-    publicEndpoint: settings.SVC_S3_PUBLIC_ENDPOINT,
-    region: settings.SVC_S3_REGION,
-    accessKey: settings.SVC_S3_ACCESS_KEY,
-    secretKey: settings.SVC_S3_SECRET_KEY,
-    bucket: settings.SVC_S3_BUCKET,
-  });
+  const objects = createObjectStore(objectStoreSettings(settings));
   // Public-data products register their sandbox parts as they are made, profiles first.
   const sandbox = createSandbox({ pool, clock });
   // Storage takes down the media made from objects that expire; the media service, made next, reads

@@ -5,6 +5,7 @@
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createObjectStore } from '../src/adapters/s3.js';
+import { objectStoreSettings } from '../src/container.js';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { storageKeyOf } from '../src/modules/storage/service.js';
 import { UpstreamError } from '../src/platform/errors.js';
@@ -343,15 +344,8 @@ describe('removal and isolation', () => {
 
 describe('MinIO refusing the control plane', () => {
   it('is the service unavailable (503), not the caller’s doing, even when it says nothing', async () => {
-    const settings = ctx.container.settings;
-    const refused = createObjectStore({
-      endpoint: settings.SVC_S3_ENDPOINT,
-      publicEndpoint: settings.SVC_S3_PUBLIC_ENDPOINT,
-      region: settings.SVC_S3_REGION,
-      accessKey: settings.SVC_S3_ACCESS_KEY,
-      secretKey: `${settings.SVC_S3_SECRET_KEY}-not`,
-      bucket: settings.SVC_S3_BUCKET,
-    });
+    const configured = objectStoreSettings(ctx.container.settings);
+    const refused = createObjectStore({ ...configured, secretKey: `${configured.secretKey}-not` });
     // A HEAD's 403 has no body: the SDK can only call it 'Unknown'.
     await expect(refused.sizeOf('test/anything')).rejects.toBeInstanceOf(UpstreamError);
   });

@@ -33,9 +33,9 @@ export function statementNamer(
   const names = new Map<string, string>();
   const runs = new Map<string, number>();
   return (text: string): string | undefined => {
-    if (text.includes(UNPREPARED_MARK)) return undefined;
     const name = names.get(text);
-    if (name !== undefined || names.size >= options.mostPrepared) return name;
+    if (name !== undefined) return name;
+    if (names.size >= options.mostPrepared || text.includes(UNPREPARED_MARK)) return undefined;
     const count = (runs.get(text) ?? 0) + 1;
     if (count < options.runsBeforePreparing) {
       if (runs.size >= options.mostCounted) runs.clear();
