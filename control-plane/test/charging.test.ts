@@ -107,6 +107,61 @@ describe('a priced call on a live key', () => {
   });
 });
 
+describe('priced calls that write nothing, charged together while one is at PostgreSQL', () => {
+  const read = (context: TestContext, token: string) =>
+    context.app.inject({
+      method: 'GET',
+      url: '/test/priced-read',
+      headers: { authorization: `Bearer ${token}` },
+      remoteAddress: uniqueAddress(),
+    });
+  const costOf = (response: { headers: Record<string, unknown> }) =>
+    Math.round(Number(response.headers['x-svc-cost-usd']) * 1e6);
+
+  it('of 200 at once on a balance that pays for exactly 100: 100 succeed, 100 get 402, balance ends at 0', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 100 * WRITE_PRICE });
+    const responses = await Promise.all(Array.from({ length: 200 }, () => read(ctx, customer.token)));
+    const succeeded = responses.filter((r) => r.statusCode === 200);
+    expect(succeeded).toHaveLength(100);
+    expect(responses.filter((r) => r.statusCode === 402)).toHaveLength(100);
+    for (const response of succeeded) expect(costOf(response)).toBe(WRITE_PRICE);
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(0);
+    expect(await ledgerSum(customer.account.id)).toBe(0);
+  });
+
+  it('give the free allowance to the first of them and report what each paid, adding up to the ledger', async () => {
+    const allowing = await startTestApp({
+      routes: () => pricedProbe(),
+      settings: { SVC_FREE_ALLOWANCES: 'writes.calls=30' },
+    });
+    try {
+      const balance = 50 * WRITE_PRICE + 1;
+      const customer = await createCustomer(allowing.container, { mode: 'live', balanceMicros: balance });
+      const responses = await Promise.all(Array.from({ length: 100 }, () => read(allowing, customer.token)));
+      const succeeded = responses.filter((r) => r.statusCode === 200);
+      expect(succeeded).toHaveLength(80);
+      expect(responses.filter((r) => r.statusCode === 402)).toHaveLength(20);
+      const costs = succeeded.map(costOf);
+      expect(costs.filter((cost) => cost === 0)).toHaveLength(30);
+      expect(costs.filter((cost) => cost === WRITE_PRICE)).toHaveLength(50);
+      const after = await allowing.container.billing.getBalance(customer.account.id);
+      expect(after.balance_micros).toBe(1);
+      expect(balance - after.balance_micros).toBe(costs.reduce((sum, cost) => sum + cost, 0));
+      const usage = await allowing.container.billing.usageReport(customer.account.id, 'live', 1);
+      expect(usage.usage).toEqual([
+        expect.objectContaining({
+          product: 'writes',
+          metric: 'calls',
+          quantity: 80,
+          cost_micros: 50 * WRITE_PRICE,
+        }),
+      ]);
+    } finally {
+      await allowing.close();
+    }
+  });
+});
+
 describe('a priced call on a test key', () => {
   it('is priced in its header and in usage, but never touches the balance, even an empty one', async () => {
     const customer = await createCustomer(ctx.container, { mode: 'test' });

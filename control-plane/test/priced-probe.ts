@@ -6,7 +6,8 @@ import { route } from '../src/platform/route.js';
 /**
  * A priced operation declared the way product modules declare one: its work (a row in a scratch
  * table) and its charge commit together. `fail=after-work` throws after the work, to prove nothing is
- * charged. And an operation the Free plan may not call.
+ * charged. A priced operation that writes nothing (as a signed read URL), charged on its own. And an
+ * operation the Free plan may not call.
  */
 export async function createPricedProbeTable(container: Container): Promise<void> {
   await container.pool.query(sql.unsafe`
@@ -33,6 +34,18 @@ export function pricedProbe(product = 'writes', metric = 'calls') {
         if (query.fail === 'after-work') throw new Error('the call failed after its write');
         return { id: String(id) };
       },
+    }),
+    route({
+      operationId: 'test.priced-read',
+      method: 'GET',
+      url: '/test/priced-read',
+      auth: 'secret-key',
+      tags: ['test'],
+      summary: 'A priced call that writes nothing',
+      hidden: true,
+      response: Type.Object({ ok: Type.Boolean() }),
+      price: { product, metric },
+      handler: async () => ({ ok: true }),
     }),
     route({
       operationId: 'test.paid',

@@ -2,6 +2,7 @@ import { type DatabasePool, sql } from 'slonik';
 import { z } from 'zod';
 import { type OpenTransaction, openPoolTransaction, statement } from '../db/transaction.js';
 import type { Payer } from './caller.js';
+import { type Charged, createChargeTurns } from './charge-turns.js';
 import { type Clock, utcDay } from './clock.js';
 import { PaymentRequiredError, ServiceError } from './errors.js';
 import { newId } from './ids.js';
@@ -67,9 +68,6 @@ export function normaliseUsages(usages: readonly Usage[], table: PriceTable): Re
     .map(([, usage]) => usage)
     .filter((usage) => usage.quantity > 0);
 }
-
-/** What a charge reports back: the cost, and the balance it left (live keys that were charged). */
-type Charged = z.infer<typeof MeterResult>;
 
 const NOTHING_CHARGED: Charged = {
   charged_micros: 0,
@@ -146,6 +144,11 @@ export function createMetering(deps: {
                      ${payer.orgId ?? ''})`;
   };
 
+  const turns = createChargeTurns(
+    (payer, metered, conditional) => deps.pool.one(meterQuery(payer, metered, conditional)),
+    cannotPay,
+  );
+
   /** A balance that went from funded to not (or back) is told to every replica's standing cache. */
   function recordStanding(payer: Payer, charged: Charged): (() => Promise<void>) | undefined {
     const { crossed_zero: crossed, balance_micros_after: balance, version_after: version } = charged;
@@ -164,7 +167,8 @@ export function createMetering(deps: {
 
   /**
    * Charges a priced call whose work is done. Work that wrote nothing is charged in one statement of
-   * its own; work that wrote is charged inside its COMMIT, so that the account's rows stay locked only
+   * its own, with the calls of its kind that came while the last one ran (charge-turns.ts); work that
+   * wrote is charged inside its COMMIT, so that the account's rows stay locked only
    * for the charge itself and the WAL flush, never for a round trip to this process.
    */
   async function chargeAndCommit(
@@ -176,7 +180,7 @@ export function createMetering(deps: {
   ): Promise<Charged> {
     if (!open.begun()) {
       await open.commit();
-      return deps.pool.one(meterQuery(payer, metered, conditional));
+      return turns.charge(payer, metered, conditional);
     }
     const at = deps.clock.now();
     await open.db.query(statement`
