@@ -10,7 +10,7 @@ import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress
  * The billing invariants, as a property of random interleavings against the real PostgreSQL: after
  * every step (a few operations at once), a live account's balance equals the sum of its ledger, and
  * the cost of its usage equals the sum of its usage lines, whatever mix of top-ups, priced calls
- * (paid or refused), usage metered afterwards (going below zero or not), webhook minutes, rooms
+ * (paid or refused; alone, in turns of writes or in turns of reads), usage metered afterwards (going below zero or not), webhook minutes, rooms
  * finishing, reconciliation and accrued bandwidth ran.
  */
 let ctx: TestContext;
@@ -28,9 +28,16 @@ afterAll(async () => {
   await ctx.close();
 });
 
+/** The three ways a priced call is charged (platform/metering.ts): alone, in a turn of writes, a read. */
+const PRICED_PATHS = {
+  alone: { method: 'POST', url: '/test/priced' },
+  together: { method: 'POST', url: '/test/priced-together' },
+  read: { method: 'GET', url: '/test/priced-read' },
+} as const;
+
 type Operation =
   | { kind: 'top-up'; micros: number }
-  | { kind: 'priced'; test: boolean }
+  | { kind: 'priced'; test: boolean; path: keyof typeof PRICED_PATHS }
   | { kind: 'metered'; bytes: number }
   | { kind: 'accrued'; bytes: number }
   | { kind: 'minutes'; seconds: number; quality: 'hd' | 'fhd'; product: 'live' | 'call' }
@@ -39,7 +46,11 @@ type Operation =
 
 const operation: fc.Arbitrary<Operation> = fc.oneof(
   fc.record({ kind: fc.constant('top-up' as const), micros: fc.integer({ min: 1, max: 20_000 }) }),
-  fc.record({ kind: fc.constant('priced' as const), test: fc.boolean() }),
+  fc.record({
+    kind: fc.constant('priced' as const),
+    test: fc.boolean(),
+    path: fc.constantFrom(...(Object.keys(PRICED_PATHS) as (keyof typeof PRICED_PATHS)[])),
+  }),
   fc.record({ kind: fc.constant('metered' as const), bytes: fc.integer({ min: 1, max: 400_000_000 }) }),
   fc.record({ kind: fc.constant('accrued' as const), bytes: fc.integer({ min: 1, max: 400_000_000 }) }),
   fc.record({
@@ -83,8 +94,7 @@ describe('the ledger', () => {
                 return;
               case 'priced': {
                 const response = await ctx.app.inject({
-                  method: 'POST',
-                  url: '/test/priced',
+                  ...PRICED_PATHS[op.path],
                   headers: { authorization: `Bearer ${op.test ? testToken : live.token}` },
                   remoteAddress: uniqueAddress(),
                 });

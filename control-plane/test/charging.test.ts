@@ -107,26 +107,52 @@ describe('a priced call on a live key', () => {
   });
 });
 
-describe('priced calls that write nothing, charged together while one is at PostgreSQL', () => {
-  const read = (context: TestContext, token: string) =>
+/** Priced calls charged in turns: reads (nothing written), and writes declared `chargedTogether`. */
+const TURNS = {
+  read: { method: 'GET', url: '/test/priced-read' },
+  together: { method: 'POST', url: '/test/priced-together' },
+} as const;
+
+describe.each(Object.keys(TURNS) as (keyof typeof TURNS)[])('priced calls taken in turns (%s)', (path) => {
+  const send = (context: TestContext, token: string, query = '') =>
     context.app.inject({
-      method: 'GET',
-      url: '/test/priced-read',
+      method: TURNS[path].method,
+      url: `${TURNS[path].url}${query}`,
       headers: { authorization: `Bearer ${token}` },
       remoteAddress: uniqueAddress(),
     });
   const costOf = (response: { headers: Record<string, unknown> }) =>
     Math.round(Number(response.headers['x-svc-cost-usd']) * 1e6);
+  const writes = path === 'together' ? (count: number) => count : () => 0;
 
   it('of 200 at once on a balance that pays for exactly 100: 100 succeed, 100 get 402, balance ends at 0', async () => {
     const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 100 * WRITE_PRICE });
-    const responses = await Promise.all(Array.from({ length: 200 }, () => read(ctx, customer.token)));
-    const succeeded = responses.filter((r) => r.statusCode === 200);
+    const responses = await Promise.all(Array.from({ length: 200 }, () => send(ctx, customer.token)));
+    const succeeded = responses.filter((r) => r.statusCode < 300);
     expect(succeeded).toHaveLength(100);
     expect(responses.filter((r) => r.statusCode === 402)).toHaveLength(100);
     for (const response of succeeded) expect(costOf(response)).toBe(WRITE_PRICE);
     expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(0);
     expect(await ledgerSum(customer.account.id)).toBe(0);
+    expect(await writesOf(customer.app.id)).toBe(writes(100));
+  });
+
+  it('of many accounts at once charge each account for its own calls, to the micro-dollar', async () => {
+    const customers = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000 * WRITE_PRICE }),
+      ),
+    );
+    const responses = await Promise.all(
+      Array.from({ length: 80 }, (_, i) => send(ctx, customers[i % 8]!.token)),
+    );
+    expect(responses.map((response) => response.statusCode).filter((status) => status >= 300)).toEqual([]);
+    for (const customer of customers) {
+      const balance = await ctx.container.billing.getBalance(customer.account.id);
+      expect(balance.balance_micros).toBe(990 * WRITE_PRICE);
+      expect(await ledgerSum(customer.account.id)).toBe(balance.balance_micros);
+      expect(await writesOf(customer.app.id)).toBe(writes(10));
+    }
   });
 
   it('give the free allowance to the first of them and report what each paid, adding up to the ledger', async () => {
@@ -135,10 +161,11 @@ describe('priced calls that write nothing, charged together while one is at Post
       settings: { SVC_FREE_ALLOWANCES: 'writes.calls=30' },
     });
     try {
+      await createPricedProbeTable(allowing.container);
       const balance = 50 * WRITE_PRICE + 1;
       const customer = await createCustomer(allowing.container, { mode: 'live', balanceMicros: balance });
-      const responses = await Promise.all(Array.from({ length: 100 }, () => read(allowing, customer.token)));
-      const succeeded = responses.filter((r) => r.statusCode === 200);
+      const responses = await Promise.all(Array.from({ length: 100 }, () => send(allowing, customer.token)));
+      const succeeded = responses.filter((r) => r.statusCode < 300);
       expect(succeeded).toHaveLength(80);
       expect(responses.filter((r) => r.statusCode === 402)).toHaveLength(20);
       const costs = succeeded.map(costOf);
@@ -160,6 +187,24 @@ describe('priced calls that write nothing, charged together while one is at Post
       await allowing.close();
     }
   });
+
+  if (path === 'together') {
+    it('that fail in a turn take nothing with them: the others write and pay as if alone', async () => {
+      const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+      ctx.app.log.level = 'silent';
+      const responses = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          send(ctx, customer.token, i % 3 === 0 ? '?fail=after-work' : ''),
+        ),
+      );
+      expect(responses.filter((r) => r.statusCode === 500)).toHaveLength(20);
+      expect(responses.filter((r) => r.statusCode === 200)).toHaveLength(40);
+      expect(await writesOf(customer.app.id)).toBe(40);
+      const balance = await ctx.container.billing.getBalance(customer.account.id);
+      expect(balance.balance_micros).toBe(1_000_000 - 40 * WRITE_PRICE);
+      expect(await ledgerSum(customer.account.id)).toBe(balance.balance_micros);
+    });
+  }
 });
 
 describe('a priced call on a test key', () => {

@@ -6,8 +6,8 @@ import { route } from '../src/platform/route.js';
 /**
  * A priced operation declared the way product modules declare one: its work (a row in a scratch
  * table) and its charge commit together. `fail=after-work` throws after the work, to prove nothing is
- * charged. A priced operation that writes nothing (as a signed read URL), charged on its own. And an
- * operation the Free plan may not call.
+ * charged. The same write taken in turns (`chargedTogether`). A priced operation that writes nothing (as
+ * a signed read URL), charged on its own. And an operation the Free plan may not call.
  */
 export async function createPricedProbeTable(container: Container): Promise<void> {
   await container.pool.query(sql.unsafe`
@@ -15,18 +15,19 @@ export async function createPricedProbeTable(container: Container): Promise<void
 }
 
 export function pricedProbe(product = 'writes', metric = 'calls') {
-  return [
+  const write = (operationId: string, url: string, summary: string, chargedTogether?: true) =>
     route({
-      operationId: 'test.priced',
+      operationId,
       method: 'POST',
-      url: '/test/priced',
+      url,
       auth: 'secret-key',
       tags: ['test'],
-      summary: 'A priced write',
+      summary,
       hidden: true,
       query: Type.Object({ fail: Type.Optional(Type.String()), note: Type.Optional(Type.String()) }),
       response: Type.Object({ id: Type.String() }),
       price: { product, metric },
+      ...(chargedTogether ? { chargedTogether } : {}),
       handler: async ({ caller, query, tx }) => {
         const id = await tx.oneFirst(sql.unsafe`
           insert into test_priced_writes (app_id, note) values (${caller.appId}, ${query.note ?? null})
@@ -34,7 +35,15 @@ export function pricedProbe(product = 'writes', metric = 'calls') {
         if (query.fail === 'after-work') throw new Error('the call failed after its write');
         return { id: String(id) };
       },
-    }),
+    });
+  return [
+    write('test.priced', '/test/priced', 'A priced write'),
+    write(
+      'test.priced-together',
+      '/test/priced-together',
+      'A priced write whose live calls share transactions in turns',
+      true,
+    ),
     route({
       operationId: 'test.priced-read',
       method: 'GET',

@@ -80,16 +80,30 @@ describe('round trips', () => {
     expect(read.redis).toEqual(['evalsha']);
   });
 
-  it('of priced calls that write nothing, at once on one account: fewer charges than calls', async () => {
+  /** What 16 calls at once of one live account send, once a first call warmed the caches. */
+  async function sentAtOnce(method: 'GET' | 'POST', url: string) {
     const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
-    const read = keyed(token, 'GET', '/test/priced-read');
-    await read();
+    const call = keyed(token, method, url);
+    await call();
     statements.length = 0;
-    const responses = await Promise.all(Array.from({ length: 16 }, read));
+    const responses = await Promise.all(Array.from({ length: 16 }, call));
     expect(responses.map((response) => response.statusCode)).toEqual(Array(16).fill(200));
-    const charges = statements.filter((text) => /from svc_meter\(/.test(text));
-    expect(charges.length).toBeGreaterThan(0);
-    expect(charges.length).toBeLessThan(16);
+    const sent = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
+    return sent;
+  }
+
+  it('of priced calls that write nothing, at once on one account: fewer charges than calls', async () => {
+    const sent = await sentAtOnce('GET', '/test/priced-read');
+    expect(sent(/from svc_meter\(/)).toBeGreaterThan(0);
+    expect(sent(/from svc_meter\(/)).toBeLessThan(16);
+  });
+
+  it('of priced writes taken in turns, at once on one account: fewer transactions than calls', async () => {
+    const sent = await sentAtOnce('POST', '/test/priced-together');
+    expect(sent(/^insert into test_priced_writes/)).toBe(16);
+    expect(sent(/^commit$/)).toBeGreaterThan(0);
+    expect(sent(/^commit$/)).toBeLessThan(16);
+    expect(sent(/^insert into charges_at_commit/)).toBe(sent(/^commit$/));
   });
 
   it.each(['test', 'live'] as const)(

@@ -136,6 +136,8 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
     if (operationIds.has(declared.operationId))
       throw new Error(`operation ${declared.operationId} is declared twice`);
     operationIds.add(declared.operationId);
+    if (declared.chargedTogether && !declared.price)
+      throw new Error(`${declared.operationId} is charged together but has no price`);
     if (declared.rawBody && !rawBodies.has(declared.rawBody)) {
       rawBodies.add(declared.rawBody);
       app.addContentTypeParser(declared.rawBody, { parseAs: 'string' }, (_request, body, done) =>
@@ -317,8 +319,11 @@ function registerRoute(
               const result = await declared.handler({ ...call, tx } as never);
               return keep ? keep(result, tx) : result;
             },
-            held?.key,
-            declared.irreversible === true,
+            {
+              idempotencyKey: held?.key ?? null,
+              inFull: declared.irreversible === true,
+              together: declared.chargedTogether === true,
+            },
           );
           request.costMicros += charged.costMicros;
           return charged.result;

@@ -19,8 +19,8 @@ export type ChargeRun = (
 /** The most calls charged as one: a bound on what one refusal sends back to be charged one by one. */
 export const MOST_CALLS_A_TURN = 256;
 
-/** What `calls` calls of `metered` cost in full, each call's usage priced alone. */
-const fullCostOfOne = (metered: readonly Required<Usage>[]) =>
+/** What one call of `metered` costs in full, its usage priced alone. */
+export const fullCostOfOne = (metered: readonly Required<Usage>[]) =>
   metered.reduce(
     (sum, usage) => sum + Math.floor((usage.quantity * usage.price.priceMicros) / usage.price.unitSize),
     0,
@@ -41,30 +41,79 @@ export function splitCharge(total: number, calls: number, fullCost: number): num
   });
 }
 
-const scaled = (metered: readonly Required<Usage>[], calls: number): Required<Usage>[] =>
+/**
+ * What each of a turn's charges reports: its share of the cost, and the balance the turn left. One of
+ * them tells the balance's new standing; the others changed nothing more.
+ */
+export const sharesOf = (charged: Charged, calls: number, metered: readonly Required<Usage>[]): Charged[] =>
+  splitCharge(charged.charged_micros, calls, fullCostOfOne(metered)).map((cost, i) => ({
+    ...charged,
+    charged_micros: cost,
+    crossed_zero: i === 0 && charged.crossed_zero,
+  }));
+
+/** The usages of `calls` calls of `metered` at once. */
+export const scaled = (metered: readonly Required<Usage>[], calls: number): Required<Usage>[] =>
   metered.map((usage) => ({ ...usage, quantity: usage.quantity * calls }));
 
-/** The calls that charge alike: one payer, one list of usages at one price, one kind of debit. */
-const turnKey = (payer: Payer, metered: readonly Required<Usage>[], conditional: boolean) =>
-  [
-    payer.accountId,
-    payer.appId,
-    payer.mode,
-    payer.orgId ?? '',
-    conditional,
-    ...metered.flatMap((usage) => [
+/** One list of usages at one price: calls of one such list can be charged as one. */
+export const usageKey = (metered: readonly Required<Usage>[]) =>
+  metered
+    .flatMap((usage) => [
       usage.product,
       usage.metric,
       usage.quantity,
       usage.price.priceMicros,
       usage.price.unitSize,
       usage.price.allowance,
-    ]),
-  ].join('\t');
+    ])
+    .join('\t');
 
-interface Waiting {
-  resolve(charged: Charged): void;
+/** One payer: the account, app, key mode and org its usage lines name. */
+export const payerKey = (payer: Payer) =>
+  [payer.accountId, payer.appId, payer.mode, payer.orgId ?? ''].join('\t');
+
+interface Rejectable {
   reject(error: unknown): void;
+}
+
+/**
+ * Calls taken in turns per key: the first call of a key runs at once; the calls that come while a
+ * turn runs wait and make the next turn together (up to `most`), so that a burst costs a few turns
+ * instead of a turn a call. `runTurn` settles every call it is given; should it throw, its calls are
+ * rejected with the error.
+ */
+export function takingTurns<T extends Rejectable>(runTurn: (calls: T[]) => Promise<void>, most: number) {
+  /** Per key: the calls waiting for the running turn to end (present while one runs). */
+  const turns = new Map<string, T[]>();
+
+  async function takeTurns(key: string, first: T) {
+    let calls = [first];
+    while (calls.length > 0) {
+      await runTurn(calls).catch((error: unknown) => {
+        for (const call of calls) call.reject(error);
+      });
+      calls = turns.get(key)!.splice(0, most);
+    }
+    turns.delete(key);
+  }
+
+  return (key: string, call: T): void => {
+    const waiting = turns.get(key);
+    if (waiting) {
+      waiting.push(call);
+      return;
+    }
+    turns.set(key, []);
+    void takeTurns(key, call);
+  };
+}
+
+interface WaitingCharge extends Rejectable {
+  payer: Payer;
+  metered: readonly Required<Usage>[];
+  conditional: boolean;
+  resolve(charged: Charged): void;
 }
 
 /**
@@ -79,73 +128,33 @@ interface Waiting {
  * refused, as if they had come alone.
  */
 export function createChargeTurns(run: ChargeRun, isRefusal: (error: unknown) => boolean) {
-  /** Per turn key: the calls waiting for the charge at PostgreSQL to end (present while one is). */
-  const turns = new Map<string, Waiting[]>();
-
-  async function chargeOneByOne(
-    payer: Payer,
-    metered: readonly Required<Usage>[],
-    conditional: boolean,
-    waiting: readonly Waiting[],
-  ) {
-    for (const call of waiting) {
-      await run(payer, metered, conditional).then(call.resolve, call.reject);
-    }
-  }
-
-  async function chargeTogether(
-    payer: Payer,
-    metered: readonly Required<Usage>[],
-    conditional: boolean,
-    waiting: readonly Waiting[],
-  ) {
-    if (waiting.length === 1) return chargeOneByOne(payer, metered, conditional, waiting);
-    try {
-      const charged = await run(payer, scaled(metered, waiting.length), conditional);
-      const costs = splitCharge(charged.charged_micros, waiting.length, fullCostOfOne(metered));
-      // One of them tells the balance's new standing; the others changed nothing more.
-      for (const [i, call] of waiting.entries()) {
-        call.resolve({
-          ...charged,
-          charged_micros: costs[i]!,
-          crossed_zero: i === 0 && charged.crossed_zero,
-        });
+  const turn = takingTurns<WaitingCharge>(async (calls) => {
+    // A turn's calls share their payer, usages and kind of debit (the turn's key).
+    const { payer, metered, conditional } = calls[0]!;
+    if (calls.length > 1) {
+      try {
+        const charged = await run(payer, scaled(metered, calls.length), conditional);
+        const shares = sharesOf(charged, calls.length, metered);
+        for (const [i, call] of calls.entries()) call.resolve(shares[i]!);
+        return;
+      } catch (error) {
+        if (!isRefusal(error)) throw error;
       }
-    } catch (error) {
-      if (isRefusal(error)) return chargeOneByOne(payer, metered, conditional, waiting);
-      for (const call of waiting) call.reject(error);
     }
-  }
-
-  /** Runs turns while calls wait, then lets the next call of the key go at once. */
-  async function takeTurns(
-    key: string,
-    payer: Payer,
-    metered: readonly Required<Usage>[],
-    conditional: boolean,
-    first: Waiting,
-  ) {
-    let calls = [first];
-    while (calls.length > 0) {
-      await chargeTogether(payer, metered, conditional, calls);
-      const waiting = turns.get(key)!;
-      calls = waiting.splice(0, MOST_CALLS_A_TURN);
-    }
-    turns.delete(key);
-  }
+    for (const call of calls) await run(payer, metered, conditional).then(call.resolve, call.reject);
+  }, MOST_CALLS_A_TURN);
 
   return {
     /** Charges one call that wrote nothing, with the calls of the same kind that wait with it. */
     charge: (payer: Payer, metered: readonly Required<Usage>[], conditional: boolean): Promise<Charged> =>
-      new Promise<Charged>((resolve, reject) => {
-        const key = turnKey(payer, metered, conditional);
-        const waiting = turns.get(key);
-        if (waiting) {
-          waiting.push({ resolve, reject });
-          return;
-        }
-        turns.set(key, []);
-        void takeTurns(key, payer, metered, conditional, { resolve, reject });
-      }),
+      new Promise<Charged>((resolve, reject) =>
+        turn([payerKey(payer), conditional, usageKey(metered)].join('\t'), {
+          payer,
+          metered,
+          conditional,
+          resolve,
+          reject,
+        }),
+      ),
   };
 }

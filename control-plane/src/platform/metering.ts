@@ -2,7 +2,15 @@ import { type DatabasePool, sql } from 'slonik';
 import { z } from 'zod';
 import { type OpenTransaction, openPoolTransaction, statement } from '../db/transaction.js';
 import type { Payer } from './caller.js';
-import { type Charged, createChargeTurns } from './charge-turns.js';
+import {
+  type Charged,
+  createChargeTurns,
+  payerKey,
+  scaled,
+  sharesOf,
+  takingTurns,
+  usageKey,
+} from './charge-turns.js';
 import { type Clock, utcDay } from './clock.js';
 import { PaymentRequiredError, ServiceError } from './errors.js';
 import { newId } from './ids.js';
@@ -42,6 +50,12 @@ const PositionRow = z.object({
 
 const cannotPay = (error: unknown) => (error as { code?: unknown } | null)?.code === CANNOT_PAY;
 
+/**
+ * The most calls whose works share a transaction: their statements take turns on its one connection,
+ * so a bigger turn waits longer for its last one.
+ */
+const MOST_CALLS_TOGETHER = 64;
+
 export const insufficientBalance = () =>
   new PaymentRequiredError('Your prepaid balance cannot pay for this call; top up to continue');
 
@@ -79,20 +93,21 @@ const NOTHING_CHARGED: Charged = {
 /** The notice svc_charge_at_commit raises inside COMMIT (migrations/0007_charge_at_commit.sql). */
 const CHARGED_NOTICE = /^svc_charged (\d+) (-?\d+|-) (\d+|-) ([tf])$/;
 
-function chargedFromNotices(notices: readonly { message: string }[]): Charged {
-  for (const notice of notices) {
+/** Every charge a COMMIT reported, in the order of their `charges_at_commit` rows. */
+function chargesFromNotices(notices: readonly { message: string }[]): Charged[] {
+  return notices.flatMap((notice) => {
     const match = CHARGED_NOTICE.exec(notice.message);
-    if (match) {
-      const [, cost, balance, version, crossed] = match;
-      return {
+    if (!match) return [];
+    const [, cost, balance, version, crossed] = match;
+    return [
+      {
         charged_micros: Number(cost),
         balance_micros_after: balance === '-' ? null : Number(balance),
         version_after: version === '-' ? null : Number(version),
         crossed_zero: crossed === 't',
-      };
-    }
-  }
-  throw new Error('the commit of a priced call reported no charge');
+      },
+    ];
+  });
 }
 
 /** svc_meter's arguments after the payer's, in its order (also charges_at_commit's columns). */
@@ -166,30 +181,143 @@ export function createMetering(deps: {
   }
 
   /**
-   * Charges a priced call whose work is done. Work that wrote nothing is charged in one statement of
-   * its own, with the calls of its kind that came while the last one ran (charge-turns.ts); work that
-   * wrote is charged inside its COMMIT, so that the account's rows stay locked only
-   * for the charge itself and the WAL flush, never for a round trip to this process.
+   * Charges priced calls whose work is done, one charge per payer (in account order, the lock order
+   * of every transaction). Work that wrote nothing is charged in one statement of its own, with the
+   * calls of its kind that came while the last one ran (charge-turns.ts); work that wrote is charged
+   * inside its COMMIT, so that the accounts' rows stay locked only for the charge itself and the WAL
+   * flush, never for a round trip to this process.
    */
   async function chargeAndCommit(
     open: OpenTransaction,
-    payer: Payer,
-    metered: readonly Required<Usage>[],
+    charges: readonly { payer: Payer; metered: readonly Required<Usage>[] }[],
     idempotencyKey: string | null,
     conditional: boolean,
-  ): Promise<Charged> {
+  ): Promise<Charged[]> {
     if (!open.begun()) {
       await open.commit();
-      return turns.charge(payer, metered, conditional);
+      return Promise.all(charges.map(({ payer, metered }) => turns.charge(payer, metered, conditional)));
     }
     const at = deps.clock.now();
+    const rows = charges.map(
+      ({ payer, metered }) =>
+        sql.fragment`(${meterArguments(payer, metered, at, utcDay(at))}, ${idempotencyKey}, ${conditional})`,
+    );
     await open.db.query(statement`
       insert into charges_at_commit (account_id, app_id, mode, day, at, ledger_id, products, metrics,
                                      quantities, prices, units, allowances, idempotency_key, conditional)
-      values (${meterArguments(payer, metered, at, utcDay(at))}, ${idempotencyKey}, ${conditional})`);
+      values ${sql.join(rows, sql.fragment`, `)}`);
     const committed = await open.commit();
-    return chargedFromNotices(committed!.notices);
+    const charged = chargesFromNotices(committed!.notices);
+    if (charged.length !== charges.length)
+      throw new Error(`the commit of ${charges.length} charges reported ${charged.length}`);
+    return charged;
   }
+
+  /** A priced call in a transaction of its own. */
+  async function chargeAlone<T>(
+    payer: Payer,
+    metered: readonly Required<Usage>[],
+    work: (tx: Transaction) => Promise<T>,
+    idempotencyKey: string | null,
+    inFull: boolean,
+  ): Promise<{ result: T; costMicros: number }> {
+    // The connection is taken with the work's first statement: work that writes nothing holds none.
+    const open = openPoolTransaction(deps.pool);
+    const { tx, runTasks } = withAfterCommit(open);
+    let result: T;
+    let charged: Charged;
+    try {
+      result = await work(tx);
+      // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
+      if (metered.length > 0 || payer.mode === 'live') {
+        [charged] = (await chargeAndCommit(open, [{ payer, metered }], idempotencyKey, !inFull)) as [Charged];
+      } else {
+        await open.commit();
+        charged = NOTHING_CHARGED;
+      }
+    } catch (error) {
+      await open.rollback();
+      if (cannotPay(error)) throw insufficientBalance();
+      throw error;
+    } finally {
+      await open.release();
+    }
+    await recordStanding(payer, charged)?.().catch(onError);
+    await runTasks(onError);
+    return { result, costMicros: charged.charged_micros };
+  }
+
+  interface TogetherCall {
+    payer: Payer;
+    metered: readonly Required<Usage>[];
+    work: (tx: Transaction) => Promise<unknown>;
+    resolve(charged: { result: unknown; costMicros: number }): void;
+    reject(error: unknown): void;
+  }
+
+  const alone = (call: TogetherCall) =>
+    chargeAlone(call.payer, call.metered, call.work, null, false).then(call.resolve, call.reject);
+
+  /**
+   * A turn of priced calls declared `together`: their works run in one transaction and commit with one
+   * charge per payer. If any of them fails, or a balance cannot pay, the transaction is rolled back and
+   * every call runs again alone, so a call's outcome is the one it would have had alone.
+   */
+  async function chargeTogether(calls: TogetherCall[]): Promise<void> {
+    if (calls.length === 1) return alone(calls[0]!);
+    const open = openPoolTransaction(deps.pool);
+    const handles = calls.map(() => withAfterCommit(open));
+    const payers = new Map<string, { payer: Payer; calls: number[] }>();
+    for (const [i, call] of calls.entries()) {
+      const key = payerKey(call.payer);
+      const group = payers.get(key) ?? { payer: call.payer, calls: [] };
+      group.calls.push(i);
+      payers.set(key, group);
+    }
+    const groups = [...payers.values()].sort((a, b) =>
+      a.payer.accountId < b.payer.accountId ? -1 : a.payer.accountId > b.payer.accountId ? 1 : 0,
+    );
+    // A turn's calls share their usages (the turn's key).
+    const { metered } = calls[0]!;
+    let outcome: { results: unknown[]; charged: Charged[] } | 'alone';
+    try {
+      const settled = await Promise.allSettled(calls.map((call, i) => call.work(handles[i]!.tx)));
+      if (settled.some((each) => each.status === 'rejected')) {
+        await open.rollback();
+        outcome = 'alone';
+      } else {
+        const charges = groups.map((group) => ({
+          payer: group.payer,
+          metered: scaled(metered, group.calls.length),
+        }));
+        outcome = {
+          results: settled.map((each) => (each as PromiseFulfilledResult<unknown>).value),
+          charged: await chargeAndCommit(open, charges, null, true),
+        };
+      }
+    } catch (error) {
+      await open.rollback();
+      if (!cannotPay(error)) throw error;
+      outcome = 'alone';
+    } finally {
+      await open.release();
+    }
+    if (outcome === 'alone') {
+      await Promise.all(calls.map(alone));
+      return;
+    }
+    const { results, charged } = outcome;
+    for (const [g, group] of groups.entries()) {
+      await recordStanding(group.payer, charged[g]!)?.().catch(onError);
+      const shares = sharesOf(charged[g]!, group.calls.length, metered);
+      for (const [n, i] of group.calls.entries()) {
+        await handles[i]!.runTasks(onError);
+        calls[i]!.resolve({ result: results[i], costMicros: shares[n]!.charged_micros });
+      }
+    }
+  }
+
+  const together = takingTurns(chargeTogether, MOST_CALLS_TOGETHER);
 
   return {
     /**
@@ -203,39 +331,35 @@ export function createMetering(deps: {
      * `inFull`: the work cannot be taken back once done (a message handed to the chat server), so a
      * balance that does not cover it does not refuse it: it is charged in full, like usage after the
      * fact, and may go below zero. Only an empty balance, refused before the work began, stops it.
+     *
+     * `together`: live calls of the same usages that come while one is committing are taken in turns
+     * (any payers): their works share one transaction, and each payer is charged once in its COMMIT. A
+     * turn in which a work fails or a balance cannot pay is rolled back and its calls run again alone,
+     * so each call's outcome is the one it would have had alone. Calls with an idempotency key, and
+     * calls charged in full, always go alone.
      */
     charge: async <T>(
       payer: Payer,
       usages: readonly Usage[],
       work: (tx: Transaction) => Promise<T>,
-      idempotencyKey: string | null = null,
-      inFull = false,
+      options: { idempotencyKey?: string | null; inFull?: boolean; together?: boolean } = {},
     ): Promise<{ result: T; costMicros: number }> => {
       const metered = normaliseUsages(usages, await deps.prices.table());
-      // The connection is taken with the work's first statement: work that writes nothing holds none.
-      const open = openPoolTransaction(deps.pool);
-      const { tx, runTasks } = withAfterCommit(open);
-      let result: T;
-      let charged: Charged;
-      try {
-        result = await work(tx);
-        // A live key pays even for an empty usage list: svc_meter refuses an empty balance.
-        if (metered.length > 0 || payer.mode === 'live') {
-          charged = await chargeAndCommit(open, payer, metered, idempotencyKey, !inFull);
-        } else {
-          await open.commit();
-          charged = NOTHING_CHARGED;
-        }
-      } catch (error) {
-        await open.rollback();
-        if (cannotPay(error)) throw insufficientBalance();
-        throw error;
-      } finally {
-        await open.release();
-      }
-      await recordStanding(payer, charged)?.().catch(onError);
-      await runTasks(onError);
-      return { result, costMicros: charged.charged_micros };
+      const idempotencyKey = options.idempotencyKey ?? null;
+      const inFull = options.inFull ?? false;
+      // A kept answer takes its own call's cost, a charge in full is no turn's to refuse, and a test
+      // key has no balance row to queue on.
+      const alone = !options.together || payer.mode !== 'live' || idempotencyKey !== null || inFull;
+      if (alone || metered.length === 0) return chargeAlone(payer, metered, work, idempotencyKey, inFull);
+      return new Promise((resolve, reject) =>
+        together(usageKey(metered), {
+          payer,
+          metered,
+          work,
+          resolve: resolve as TogetherCall['resolve'],
+          reject,
+        }),
+      );
     },
 
     /**

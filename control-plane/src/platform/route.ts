@@ -115,6 +115,14 @@ export interface RouteDeclaration<
    */
   price?: Priced;
   /**
+   * Live calls of this operation that come while one is committing share one transaction and one charge
+   * per payer (Metering.charge's `together`): a burst costs PostgreSQL a commit, and each account's
+   * balance row a locked update, per turn instead of per call. Only for work that is plain writes
+   * safe to run again: the works of a turn interleave on one connection (a lock or an advisory lock
+   * taken by one is held by all), and when one of them fails, every call of the turn runs again alone.
+   */
+  chargedTogether?: true;
+  /**
    * The work cannot be taken back once done (a message handed to the chat server): it is charged in
    * full even past what the balance covers (Metering.charge's `inFull`). An empty live balance is
    * still refused (402) before the handler runs.

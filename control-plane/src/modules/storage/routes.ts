@@ -52,6 +52,8 @@ export const storageRoutes = (storage: StorageService) => [
     status: 201,
     errors: [403],
     price: { product: 'storage', metric: 'uploads' },
+    // One insert: a turn of live reservations shares a transaction (test keys' quota lock goes alone).
+    chargedTogether: true,
     handler: ({ caller, body, tx }) => storage.reserveUpload(caller, body, tx),
   }),
   route({
@@ -79,6 +81,8 @@ export const storageRoutes = (storage: StorageService) => [
     status: 201,
     errors: [403],
     price: { product: 'storage', metric: 'uploads' },
+    // One insert: a turn of live reservations shares a transaction (test keys' quota lock goes alone).
+    chargedTogether: true,
     perUser: USER_UPLOADS,
     handler: ({ caller, body, tx }) => storage.reserveUpload(caller, body, tx, caller.userId),
   }),
