@@ -6,7 +6,7 @@ import { route } from '../src/platform/route.js';
 /**
  * A priced operation declared the way product modules declare one: its work (a row in a scratch
  * table) and its charge commit together. `fail=after-work` throws after the work, to prove nothing is
- * charged. The same write taken in turns (`chargedTogether`). A priced operation that writes nothing (as
+ * charged (`fail=before-work` throws before it). The same write taken in turns (`chargedTogether`). A priced operation that writes nothing (as
  * a signed read URL), charged on its own. And an operation the Free plan may not call.
  */
 export async function createPricedProbeTable(container: Container): Promise<void> {
@@ -29,6 +29,7 @@ export function pricedProbe(product = 'writes', metric = 'calls') {
       price: { product, metric },
       ...(chargedTogether ? { chargedTogether } : {}),
       handler: async ({ caller, query, tx }) => {
+        if (query.fail === 'before-work') throw new Error('the call failed before its write');
         const id = await tx.oneFirst(sql.unsafe`
           insert into test_priced_writes (app_id, note) values (${caller.appId}, ${query.note ?? null})
           returning id`);

@@ -80,30 +80,52 @@ describe('round trips', () => {
     expect(read.redis).toEqual(['evalsha']);
   });
 
-  /** What 16 calls at once of one live account send, once a first call warmed the caches. */
-  async function sentAtOnce(method: 'GET' | 'POST', url: string) {
+  /**
+   * What 16 calls at once of one live account send, once a first call warmed the caches; the call `i`
+   * goes to `urlOf(i)` and answers `statusOf(i)`.
+   */
+  async function sentAtOnce(
+    method: 'GET' | 'POST',
+    urlOf: (i: number) => string,
+    statusOf: (i: number) => number = () => 200,
+  ) {
     const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
-    const call = keyed(token, method, url);
-    await call();
+    await keyed(token, method, urlOf(-1))();
     statements.length = 0;
-    const responses = await Promise.all(Array.from({ length: 16 }, call));
-    expect(responses.map((response) => response.statusCode)).toEqual(Array(16).fill(200));
+    const responses = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => keyed(token, method, urlOf(i))()),
+    );
+    expect(responses.map((response) => response.statusCode)).toEqual(
+      Array.from({ length: 16 }, (_, i) => statusOf(i)),
+    );
     const sent = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
     return sent;
   }
 
   it('of priced calls that write nothing, at once on one account: fewer charges than calls', async () => {
-    const sent = await sentAtOnce('GET', '/test/priced-read');
+    const sent = await sentAtOnce('GET', () => '/test/priced-read');
     expect(sent(/from svc_meter\(/)).toBeGreaterThan(0);
     expect(sent(/from svc_meter\(/)).toBeLessThan(16);
   });
 
   it('of priced writes taken in turns, at once on one account: fewer transactions than calls', async () => {
-    const sent = await sentAtOnce('POST', '/test/priced-together');
+    const sent = await sentAtOnce('POST', () => '/test/priced-together');
     expect(sent(/^insert into test_priced_writes/)).toBe(16);
     expect(sent(/^commit$/)).toBeGreaterThan(0);
     expect(sent(/^commit$/)).toBeLessThan(16);
     expect(sent(/^insert into charges_at_commit/)).toBe(sent(/^commit$/));
+  });
+
+  it('of a turn of priced writes in which some fail before writing: the others commit, none runs again', async () => {
+    ctx.app.log.level = 'silent';
+    const failing = (i: number) => i % 4 === 3;
+    const sent = await sentAtOnce(
+      'POST',
+      (i) => `/test/priced-together${failing(i) ? '?fail=before-work' : ''}`,
+      (i) => (failing(i) ? 500 : 200),
+    );
+    expect(sent(/^insert into test_priced_writes/)).toBe(12);
+    expect(sent(/^rollback$/)).toBe(0);
   });
 
   it.each(['test', 'live'] as const)(

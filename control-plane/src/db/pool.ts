@@ -72,6 +72,9 @@ export async function createDatabasePool(
     // control plane leaves no session state behind: settings are SET LOCAL, and the one session-level
     // advisory lock (migrations) is released before its connection is.
     resetConnection: async () => {},
+    // A deadlock or a serialization failure is an error to see: slonik would run the statement again,
+    // inside a transaction already rolled back (a COMMIT retried so commits nothing, silently).
+    queryRetryLimit: 0,
     connectionTimeout: 5_000,
     statementTimeout: 15_000,
   });

@@ -136,8 +136,9 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
     if (operationIds.has(declared.operationId))
       throw new Error(`operation ${declared.operationId} is declared twice`);
     operationIds.add(declared.operationId);
-    if (declared.chargedTogether && !declared.price)
-      throw new Error(`${declared.operationId} is charged together but has no price`);
+    // A turn's works may run twice: admitting in the handler would count the request twice.
+    if (declared.chargedTogether && (!declared.price || declared.admission === 'in-handler'))
+      throw new Error(`${declared.operationId} is charged together but has no price or admits itself`);
     if (declared.rawBody && !rawBodies.has(declared.rawBody)) {
       rawBodies.add(declared.rawBody);
       app.addContentTypeParser(declared.rawBody, { parseAs: 'string' }, (_request, body, done) =>
@@ -316,7 +317,8 @@ function registerRoute(
             principal!,
             [{ ...declared.price, quantity: declared.price.quantity ?? 1 }],
             async (tx) => {
-              const result = await declared.handler({ ...call, tx } as never);
+              // The call with its transaction, without reading its lazy getters (the abort signal).
+              const result = await declared.handler(Object.create(call, { tx: { value: tx } }) as never);
               return keep ? keep(result, tx) : result;
             },
             {

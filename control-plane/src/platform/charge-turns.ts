@@ -19,12 +19,9 @@ export type ChargeRun = (
 /** The most calls charged as one: a bound on what one refusal sends back to be charged one by one. */
 export const MOST_CALLS_A_TURN = 256;
 
-/** What one call of `metered` costs in full, its usage priced alone. */
+/** What one call of `metered` costs in full, in micro-dollars and their fractions. */
 export const fullCostOfOne = (metered: readonly Required<Usage>[]) =>
-  metered.reduce(
-    (sum, usage) => sum + Math.floor((usage.quantity * usage.price.priceMicros) / usage.price.unitSize),
-    0,
-  );
+  metered.reduce((sum, usage) => sum + (usage.quantity * usage.price.priceMicros) / usage.price.unitSize, 0);
 
 /**
  * Splits what `calls` calls were charged together among them, in the order they came: the first ones
@@ -32,7 +29,8 @@ export const fullCostOfOne = (metered: readonly Required<Usage>[]) =>
  * exactly, so the costs the calls report add up to what the ledger took.
  */
 export function splitCharge(total: number, calls: number, fullCost: number): number[] {
-  const paying = fullCost > 0 ? Math.min(calls, Math.ceil(total / fullCost)) : total > 0 ? calls : 0;
+  // Whole calls at least paid for: a unit priced in fractions of a micro-dollar rounds the total down.
+  const paying = fullCost > 0 ? Math.min(calls, Math.ceil(total / fullCost - 1e-9)) : total > 0 ? calls : 0;
   const free = calls - paying;
   return Array.from({ length: calls }, (_, i) => {
     if (i < free) return 0;

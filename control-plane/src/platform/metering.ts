@@ -48,7 +48,14 @@ const PositionRow = z.object({
   used: z.number().int().nullable(),
 });
 
-const cannotPay = (error: unknown) => (error as { code?: unknown } | null)?.code === CANNOT_PAY;
+/** The SQLSTATE PostgreSQL answered a statement with (slonik keeps pg's error as the cause). */
+function sqlState(error: unknown): string | undefined {
+  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: { code?: unknown } };
+  const state = typeof code === 'string' ? code : cause?.code;
+  return typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state) ? state : undefined;
+}
+
+const cannotPay = (error: unknown) => sqlState(error) === CANNOT_PAY;
 
 /**
  * The most calls whose works share a transaction: their statements take turns on its one connection,
@@ -182,7 +189,7 @@ export function createMetering(deps: {
 
   /**
    * Charges priced calls whose work is done, one charge per payer (in account order, the lock order
-   * of every transaction). Work that wrote nothing is charged in one statement of its own, with the
+   * of every transaction). One payer's work that wrote nothing is charged in one statement of its own, with the
    * calls of its kind that came while the last one ran (charge-turns.ts); work that wrote is charged
    * inside its COMMIT, so that the accounts' rows stay locked only for the charge itself and the WAL
    * flush, never for a round trip to this process.
@@ -193,9 +200,12 @@ export function createMetering(deps: {
     idempotencyKey: string | null,
     conditional: boolean,
   ): Promise<Charged[]> {
-    if (!open.begun()) {
+    // Several payers are charged in one COMMIT even when nothing else was written: one by one, some
+    // could be charged before another is refused.
+    if (!open.begun() && charges.length === 1) {
       await open.commit();
-      return Promise.all(charges.map(({ payer, metered }) => turns.charge(payer, metered, conditional)));
+      const [{ payer, metered }] = charges as [(typeof charges)[number]];
+      return [await turns.charge(payer, metered, conditional)];
     }
     const at = deps.clock.now();
     const rows = charges.map(
@@ -258,63 +268,106 @@ export function createMetering(deps: {
   const alone = (call: TogetherCall) =>
     chargeAlone(call.payer, call.metered, call.work, null, false).then(call.resolve, call.reject);
 
-  /**
-   * A turn of priced calls declared `together`: their works run in one transaction and commit with one
-   * charge per payer. If any of them fails, or a balance cannot pay, the transaction is rolled back and
-   * every call runs again alone, so a call's outcome is the one it would have had alone.
-   */
-  async function chargeTogether(calls: TogetherCall[]): Promise<void> {
-    if (calls.length === 1) return alone(calls[0]!);
-    const open = openPoolTransaction(deps.pool);
-    const handles = calls.map(() => withAfterCommit(open));
-    const payers = new Map<string, { payer: Payer; calls: number[] }>();
-    for (const [i, call] of calls.entries()) {
-      const key = payerKey(call.payer);
-      const group = payers.get(key) ?? { payer: call.payer, calls: [] };
-      group.calls.push(i);
+  /** A work's handle on the shared transaction, which tells whether the work sent any statement. */
+  function handleOn(open: OpenTransaction) {
+    const { tx, runTasks } = withAfterCommit(open);
+    let sent = false;
+    const counted = Object.fromEntries(
+      Object.entries(tx).map(([name, method]) => [
+        name,
+        name === 'afterCommit'
+          ? method
+          : (...args: unknown[]) => {
+              sent = true;
+              return (method as (...a: unknown[]) => unknown)(...args);
+            },
+      ]),
+    ) as unknown as Transaction;
+    return { tx: counted, runTasks, sent: () => sent };
+  }
+
+  /** The payers of a turn's calls in account order (the lock order), each with its calls' indexes. */
+  function payersOf(calls: readonly TogetherCall[], indexes: readonly number[]) {
+    const payers = new Map<string, { payer: Payer; members: number[] }>();
+    for (const i of indexes) {
+      const key = payerKey(calls[i]!.payer);
+      const group = payers.get(key) ?? { payer: calls[i]!.payer, members: [] };
+      group.members.push(i);
       payers.set(key, group);
     }
-    const groups = [...payers.values()].sort((a, b) =>
+    return [...payers.values()].sort((a, b) =>
       a.payer.accountId < b.payer.accountId ? -1 : a.payer.accountId > b.payer.accountId ? 1 : 0,
     );
+  }
+
+  /**
+   * A turn of priced calls declared `together`: their works run in one transaction and commit with one
+   * charge per payer. A work that fails before sending any statement fails alone. If a work fails
+   * after sending one, or PostgreSQL refuses the turn (a balance that cannot pay, or any other error
+   * it answers with), the transaction is rolled back and the calls run again alone, so each call's
+   * outcome is the one it would have had alone. Only a turn whose outcome is unknown (the connection
+   * lost) fails all its calls.
+   *
+   * The turn ends with its COMMIT or ROLLBACK: the calls that run again alone, and the tasks and
+   * answers of a committed turn, go on while the next turn runs.
+   */
+  async function chargeTogether(calls: TogetherCall[]): Promise<void> {
+    if (calls.length === 1) return void alone(calls[0]!);
+    const open = openPoolTransaction(deps.pool);
+    const handles = calls.map(() => handleOn(open));
+    const settled = await Promise.allSettled(calls.map((call, i) => call.work(handles[i]!.tx)));
+    const kept: number[] = [];
+    const rerunnable: number[] = [];
+    let spoilt = false;
+    for (const [i, each] of settled.entries()) {
+      if (each.status === 'fulfilled') kept.push(i);
+      // Its work left nothing in the transaction: it fails as it would have alone.
+      else if (!handles[i]!.sent()) calls[i]!.reject(each.reason);
+      else spoilt = true;
+      if (each.status === 'fulfilled' || handles[i]!.sent()) rerunnable.push(i);
+    }
     // A turn's calls share their usages (the turn's key).
     const { metered } = calls[0]!;
-    let outcome: { results: unknown[]; charged: Charged[] } | 'alone';
+    const payers = payersOf(calls, kept);
+    let charged: Charged[] | undefined;
     try {
-      const settled = await Promise.allSettled(calls.map((call, i) => call.work(handles[i]!.tx)));
-      if (settled.some((each) => each.status === 'rejected')) {
-        await open.rollback();
-        outcome = 'alone';
-      } else {
-        const charges = groups.map((group) => ({
-          payer: group.payer,
-          metered: scaled(metered, group.calls.length),
+      if (spoilt || kept.length === 0) await open.rollback();
+      else {
+        const charges = payers.map(({ payer, members }) => ({
+          payer,
+          metered: scaled(metered, members.length),
         }));
-        outcome = {
-          results: settled.map((each) => (each as PromiseFulfilledResult<unknown>).value),
-          charged: await chargeAndCommit(open, charges, null, true),
-        };
+        charged = await chargeAndCommit(open, charges, null, true);
       }
     } catch (error) {
       await open.rollback();
-      if (!cannotPay(error)) throw error;
-      outcome = 'alone';
+      if (sqlState(error) === undefined) {
+        for (const i of rerunnable) calls[i]!.reject(error);
+        return;
+      }
     } finally {
       await open.release();
     }
-    if (outcome === 'alone') {
-      await Promise.all(calls.map(alone));
+    if (!charged) {
+      for (const i of rerunnable) void alone(calls[i]!);
       return;
     }
-    const { results, charged } = outcome;
-    for (const [g, group] of groups.entries()) {
-      await recordStanding(group.payer, charged[g]!)?.().catch(onError);
-      const shares = sharesOf(charged[g]!, group.calls.length, metered);
-      for (const [n, i] of group.calls.entries()) {
-        await handles[i]!.runTasks(onError);
-        calls[i]!.resolve({ result: results[i], costMicros: shares[n]!.charged_micros });
-      }
-    }
+    const answered = charged;
+    void Promise.all(
+      payers.map(async ({ payer, members }, p) => {
+        await recordStanding(payer, answered[p]!)?.().catch(onError);
+        const shares = sharesOf(answered[p]!, members.length, metered);
+        await Promise.all(
+          members.map(async (i, n) => {
+            await handles[i]!.runTasks(onError);
+            calls[i]!.resolve({
+              result: (settled[i] as PromiseFulfilledResult<unknown>).value,
+              costMicros: shares[n]!.charged_micros,
+            });
+          }),
+        );
+      }),
+    );
   }
 
   const together = takingTurns(chargeTogether, MOST_CALLS_TOGETHER);
