@@ -10,8 +10,8 @@ import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress
  * The billing invariants, as a property of random interleavings against the real PostgreSQL: after
  * every step (a few operations at once), a live account's balance equals the sum of its ledger, and
  * the cost of its usage equals the sum of its usage lines, whatever mix of top-ups, priced calls
- * (paid or refused; alone, in turns of writes or in turns of reads), usage metered afterwards (going below zero or not), webhook minutes, rooms
- * finishing, reconciliation and accrued bandwidth ran.
+ * (paid or refused; alone, in turns of writes or in turns of reads), usage metered afterwards (going
+ * below zero or not), webhook minutes, rooms finishing, reconciliation and accrued bandwidth ran.
  */
 let ctx: TestContext;
 beforeAll(async () => {

@@ -104,6 +104,7 @@ describe('one lock order', () => {
     const minutes = usage.usage.filter((row) => row.product === 'live' || row.product === 'calls');
     expect(minutes.reduce((sum, row) => sum + row.quantity, 0)).toBeCloseTo((36 * 50) / 60, 6);
   });
+
   it('lets turns of priced writes of several accounts, on two replicas, run beside rooms finishing and top-ups', async () => {
     // A turn of uploads charges every account of the turn in one COMMIT, accounts in id order, as a
     // room's end and the reconciler meter theirs: two such transactions (two replicas' turns) must

@@ -6,8 +6,9 @@ import { route } from '../src/platform/route.js';
 /**
  * A priced operation declared the way product modules declare one: its work (a row in a scratch
  * table) and its charge commit together. `fail=after-work` throws after the work, to prove nothing is
- * charged (`fail=before-work` throws before it). The same write taken in turns (`chargedTogether`). A priced operation that writes nothing (as
- * a signed read URL), charged on its own. And an operation the Free plan may not call.
+ * charged (`fail=before-work` throws before it). The same write taken in turns (`chargedTogether`).
+ * A priced operation that writes nothing (as a signed read URL), charged on its own. And an
+ * operation the Free plan may not call.
  */
 export async function createPricedProbeTable(container: Container): Promise<void> {
   await container.pool.query(sql.unsafe`

@@ -98,8 +98,7 @@ describe('round trips', () => {
     expect(responses.map((response) => response.statusCode)).toEqual(
       Array.from({ length: 16 }, (_, i) => statusOf(i)),
     );
-    const sent = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
-    return sent;
+    return (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
   }
 
   it('of priced calls that write nothing, at once on one account: fewer charges than calls', async () => {

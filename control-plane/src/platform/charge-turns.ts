@@ -9,7 +9,7 @@ export interface Charged {
   crossed_zero: boolean;
 }
 
-/** The charge of `calls` identical calls at once (their usages' quantities times `calls`). */
+/** One svc_meter statement: a payer's usages (one call's, or a turn's scaled) charged at once. */
 export type ChargeRun = (
   payer: Payer,
   metered: readonly Required<Usage>[],

@@ -189,10 +189,10 @@ export function createMetering(deps: {
 
   /**
    * Charges priced calls whose work is done, one charge per payer (in account order, the lock order
-   * of every transaction). One payer's work that wrote nothing is charged in one statement of its own, with the
-   * calls of its kind that came while the last one ran (charge-turns.ts); work that wrote is charged
-   * inside its COMMIT, so that the accounts' rows stay locked only for the charge itself and the WAL
-   * flush, never for a round trip to this process.
+   * of every transaction). One payer's work that wrote nothing is charged in one statement of its
+   * own, with the calls of its kind that came while the last one ran (charge-turns.ts); work that
+   * wrote is charged inside its COMMIT, so that the accounts' rows stay locked only for the charge
+   * itself and the WAL flush, never for a round trip to this process.
    */
   async function chargeAndCommit(
     open: OpenTransaction,
@@ -321,10 +321,13 @@ export function createMetering(deps: {
     let spoilt = false;
     for (const [i, each] of settled.entries()) {
       if (each.status === 'fulfilled') kept.push(i);
-      // Its work left nothing in the transaction: it fails as it would have alone.
-      else if (!handles[i]!.sent()) calls[i]!.reject(each.reason);
-      else spoilt = true;
-      if (each.status === 'fulfilled' || handles[i]!.sent()) rerunnable.push(i);
+      else if (handles[i]!.sent()) spoilt = true;
+      else {
+        // Its work left nothing in the transaction: it fails as it would have alone.
+        calls[i]!.reject(each.reason);
+        continue;
+      }
+      rerunnable.push(i);
     }
     // A turn's calls share their usages (the turn's key).
     const { metered } = calls[0]!;
@@ -402,8 +405,8 @@ export function createMetering(deps: {
       const inFull = options.inFull ?? false;
       // A kept answer takes its own call's cost, a charge in full is no turn's to refuse, and a test
       // key has no balance row to queue on.
-      const alone = !options.together || payer.mode !== 'live' || idempotencyKey !== null || inFull;
-      if (alone || metered.length === 0) return chargeAlone(payer, metered, work, idempotencyKey, inFull);
+      const ownTurn = !options.together || payer.mode !== 'live' || idempotencyKey !== null || inFull;
+      if (ownTurn || metered.length === 0) return chargeAlone(payer, metered, work, idempotencyKey, inFull);
       return new Promise((resolve, reject) =>
         together(usageKey(metered), {
           payer,
