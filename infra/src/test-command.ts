@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { loadProfileEnv } from './env-file.js';
 import { run } from './exec.js';
 import { installServers, TOOL_PACKAGES, TOOL_PYTHON_ENVS } from './install.js';
@@ -25,6 +26,45 @@ export function summarizeVitestReport(report: unknown): TestSummary {
     failed: counts.numFailedTests ?? 0,
     skipped: (counts.numPendingTests ?? 0) + (counts.numTodoTests ?? 0),
   };
+}
+
+export interface FailedTest {
+  file: string;
+  name: string;
+  /** The failure's first lines, without colour codes. */
+  message: string;
+}
+
+const MESSAGE_LINES = 6;
+
+/**
+ * Every failed test of a vitest JSON report with the head of its failure: the run's last lines are
+ * all a CI log may keep, so they name what failed and why.
+ */
+export function failedTestsOf(report: unknown, root: string): FailedTest[] {
+  const files = ((report ?? {}) as { testResults?: unknown[] }).testResults ?? [];
+  return files.flatMap((file) => {
+    const { name: path = '', assertionResults = [] } = file as {
+      name?: string;
+      assertionResults?: { status?: string; fullName?: string; failureMessages?: string[] }[];
+    };
+    return assertionResults
+      .filter((test) => test.status === 'failed')
+      .map((test) => ({
+        file: relative(root, path),
+        name: test.fullName ?? '',
+        message: stripVTControlCharacters(test.failureMessages?.[0] ?? '')
+          .split('\n')
+          .slice(0, MESSAGE_LINES)
+          .join('\n'),
+      }));
+  });
+}
+
+export function formatFailedTests(tests: readonly FailedTest[]): string {
+  return tests
+    .map(({ file, name, message }) => `  ${file} > ${name}\n${message.replace(/^/gm, '      ')}`)
+    .join('\n');
 }
 
 export function formatTestSummary({ passed, failed, skipped }: TestSummary): string {
@@ -95,6 +135,7 @@ export async function testCommand(): Promise<number> {
   process.on('SIGINT', onInterrupt);
   const failedSteps: string[] = [];
   const summary: TestSummary = { passed: 0, failed: 0, skipped: 0 };
+  const failedTests: FailedTest[] = [];
   try {
     for (const [index, stage] of STAGES.entries()) {
       if (interrupted) break;
@@ -104,7 +145,9 @@ export async function testCommand(): Promise<number> {
       rmSync(reportFile, { force: true });
       await runStage(context, stage.steps(reportFile, context.paths.root), failedSteps, () => interrupted);
       if (existsSync(reportFile)) {
-        const counts = summarizeVitestReport(JSON.parse(readFileSync(reportFile, 'utf8')));
+        const report: unknown = JSON.parse(readFileSync(reportFile, 'utf8'));
+        const counts = summarizeVitestReport(report);
+        failedTests.push(...failedTestsOf(report, context.paths.root));
         summary.passed += counts.passed;
         summary.failed += counts.failed;
         summary.skipped += counts.skipped;
@@ -115,6 +158,7 @@ export async function testCommand(): Promise<number> {
     process.off('SIGINT', onInterrupt);
   }
   if (failedSteps.length > 0) console.log(`\nfailed: ${failedSteps.join(', ')}`);
+  if (failedTests.length > 0) console.log(`failed tests:\n${formatFailedTests(failedTests)}`);
   console.log(formatTestSummary(summary));
   return failedSteps.length > 0 ? 1 : 0;
 }

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { extractProfileOption } from '../src/admin.js';
 import { selectServers } from '../src/servers/index.js';
-import { formatTestSummary, summarizeVitestReport } from '../src/test-command.js';
+import {
+  failedTestsOf,
+  formatFailedTests,
+  formatTestSummary,
+  summarizeVitestReport,
+} from '../src/test-command.js';
 
 const names = (servers: readonly { name: string }[]) => servers.map((server) => server.name);
 
@@ -43,5 +48,37 @@ describe('test summary', () => {
     expect(formatTestSummary(summarizeVitestReport({ numPassedTests: 3, numFailedTests: 0 }))).toBe(
       'tests: 3 passed, 0 failed',
     );
+  });
+
+  it('names each failed test with the head of its failure, relative to the root and without colours', () => {
+    const report = {
+      testResults: [
+        {
+          name: '/repo/e2e/chat.test.ts',
+          assertionResults: [
+            { status: 'passed', fullName: 'chat logs in', failureMessages: [] },
+            {
+              status: 'failed',
+              fullName: 'chat refuses an empty balance',
+              failureMessages: [
+                '\u001b[31mAssertionError: expected 200 to be 402\u001b[39m\n    at a\n    at b\n    at c\n    at d\n    at e\n    at f',
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const failed = failedTestsOf(report, '/repo');
+    expect(failed).toEqual([
+      {
+        file: 'e2e/chat.test.ts',
+        name: 'chat refuses an empty balance',
+        message: 'AssertionError: expected 200 to be 402\n    at a\n    at b\n    at c\n    at d\n    at e',
+      },
+    ]);
+    expect(formatFailedTests(failed).split('\n')[0]).toBe(
+      '  e2e/chat.test.ts > chat refuses an empty balance',
+    );
+    expect(failedTestsOf({ numFailedTests: 0 }, '/repo')).toEqual([]);
   });
 });
