@@ -39,6 +39,9 @@ export default defineConfig({
             'ejabberd/test/**/*.test.ts',
           ],
           env,
+          // Past vitest's 5 s: these run beside the integration suite, and some spend seconds of CPU
+          // by design (scrypt hashes, docker-compose renders) that a loaded CI machine stretches.
+          testTimeout: 20_000,
         },
       },
       {
