@@ -25,9 +25,12 @@ afterAll(async () => {
 /**
  * Waits until `to` has heard every invalidation `from` published so far: a marker published after
  * them, on the same Redis connection, arrives after them. Propagation is then proven by the next
- * request alone; how fast it is belongs to `bench/core.ts`, not to a timed test.
+ * request alone; how fast it is belongs to `bench/core.ts`, not to a timed test. A marker published
+ * before `to` subscribed would never arrive: under load, a replica answers its first requests before
+ * its subscription is in place (and drops what they cached once it is).
  */
 async function heardAll(from: TestContext, to: TestContext): Promise<void> {
+  await to.container.bus.subscribed;
   const marker = randomUUID();
   const heard = new Promise<void>((resolve) =>
     to.container.bus.subscribe('test-barrier', (key) => key === marker && resolve()),

@@ -4,13 +4,15 @@ import type { Redis } from 'ioredis';
 const CHANNEL = 'svc:invalidate';
 
 /**
- * Tells every replica that a cached entry changed, through Redis pub/sub. A replica that loses its
- * subscription may have missed messages, so when it is back it drops everything it cached; each
- * cache's TTL is the last safety net.
+ * Tells every replica that a cached entry changed, through Redis pub/sub. A replica hears nothing
+ * before its subscription is in place, and may miss messages while it has lost it: each time it
+ * (re)subscribes it drops everything it cached; each cache's TTL is the last safety net.
  */
 export interface InvalidationBus {
   publish(cache: string, key: string | null): Promise<void>;
   subscribe(cache: string, onInvalidate: (key: string | null) => void): void;
+  /** Settles once the first subscription is in place: from then on, every message is heard. */
+  readonly subscribed: Promise<void>;
   close(): void;
 }
 
@@ -27,11 +29,16 @@ export function createInvalidationBus(
   // A subscribed connection can do nothing else, hence a connection of its own.
   const subscriber = redis.duplicate({ lazyConnect: false, maxRetriesPerRequest: null });
   subscriber.on('error', onError);
-  let subscribedOnce = false;
+  let markSubscribed = () => {};
+  const subscribed = new Promise<void>((resolve) => {
+    markSubscribed = resolve;
+  });
   subscriber.on('ready', () => {
     subscriber.subscribe(CHANNEL).then(() => {
-      if (subscribedOnce) everything();
-      subscribedOnce = true;
+      // What was cached before (at start too: the first requests may come before this) may have
+      // missed a change published meanwhile.
+      everything();
+      markSubscribed();
     }, onError);
   });
   subscriber.on('message', (_channel: string, message: string) => {
@@ -50,6 +57,7 @@ export function createInvalidationBus(
     subscribe: (cache, onInvalidate) => {
       listeners.set(cache, [...(listeners.get(cache) ?? []), onInvalidate]);
     },
+    subscribed,
     close: () => subscriber.disconnect(),
   };
 }
