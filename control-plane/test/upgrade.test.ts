@@ -84,15 +84,21 @@ async function columnsOf(table: string, options: { written?: boolean } = {}): Pr
   );
 }
 
-/** Every row of a table as JSON of the given columns, in a stable order. */
+/**
+ * Every row of a table as JSON of the given columns, in a stable order: without the pool's statement
+ * timeout, as the copy, for the whole shared test database may be big and the machine busy.
+ */
 async function rowsOf(table: string, columns: readonly string[]): Promise<string[]> {
-  const rows = await scratch.anyFirst(
-    sql.type(z.object({ row: z.string() }))`
-      select jsonb_build_object(${sql.join(
-        columns.flatMap((column) => [sql.literalValue(column), sql.identifier([schema, table, column])]),
-        sql.fragment`, `,
-      )})::text as row from ${sql.identifier([schema, table])}`,
-  );
+  const rows = await inTransaction(scratch, async (tx) => {
+    await tx.query(sql.unsafe`set local statement_timeout = 0`);
+    return tx.anyFirst(
+      sql.type(z.object({ row: z.string() }))`
+        select jsonb_build_object(${sql.join(
+          columns.flatMap((column) => [sql.literalValue(column), sql.identifier([schema, table, column])]),
+          sql.fragment`, `,
+        )})::text as row from ${sql.identifier([schema, table])}`,
+    );
+  });
   return [...rows].sort();
 }
 
@@ -109,9 +115,11 @@ describe('an upgrade from the previous release', () => {
 
     await runMigrations(scratch, await migrationsUpTo(PREVIOUS_RELEASE));
     const tables = await tablesInOrder();
-    // The previous release's schema, filled from one snapshot of the live one.
+    // The previous release's schema, filled from one snapshot of the live one (all of it: with no
+    // statement timeout, which a busy machine copying every other test's rows once went past).
     await inTransaction(scratch, async (tx) => {
       await tx.query(sql.unsafe`set transaction isolation level repeatable read`);
+      await tx.query(sql.unsafe`set local statement_timeout = 0`);
       for (const table of tables) {
         const columns = (await columnsOf(table, { written: true })).map((column) => sql.identifier([column]));
         await tx.query(sql.unsafe`

@@ -74,6 +74,9 @@ export async function runMigrations(pool: DatabasePool, dir = MIGRATIONS_DIR): P
         }
         const open = openTransaction(connection);
         try {
+          // Not the API's statement timeout: rewriting a big table may take minutes, and cut short it
+          // would stop every replica from starting.
+          await open.db.query(sql.unsafe`set local statement_timeout = 0`);
           for (const statement of splitStatements(migration.sql))
             await open.db.query(sql.unsafe(asTemplate(statement)));
           await open.db.query(
