@@ -31,6 +31,7 @@ export function summarizeVitestReport(report: unknown): TestSummary {
 export interface FailedTest {
   file: string;
   name: string;
+  durationMs: number;
   /** The failure's first lines, without colour codes. */
   message: string;
 }
@@ -46,13 +47,19 @@ export function failedTestsOf(report: unknown, root: string): FailedTest[] {
   return files.flatMap((file) => {
     const { name: path = '', assertionResults = [] } = file as {
       name?: string;
-      assertionResults?: { status?: string; fullName?: string; failureMessages?: string[] }[];
+      assertionResults?: {
+        status?: string;
+        fullName?: string;
+        duration?: number;
+        failureMessages?: string[];
+      }[];
     };
     return assertionResults
       .filter((test) => test.status === 'failed')
       .map((test) => ({
         file: relative(root, path),
         name: test.fullName ?? '',
+        durationMs: Math.round(test.duration ?? 0),
         message: stripVTControlCharacters(test.failureMessages?.[0] ?? '')
           .split('\n')
           .slice(0, MESSAGE_LINES)
@@ -62,9 +69,15 @@ export function failedTestsOf(report: unknown, root: string): FailedTest[] {
 }
 
 export function formatFailedTests(tests: readonly FailedTest[]): string {
-  return tests
-    .map(({ file, name, message }) => `  ${file} > ${name}\n${message.replace(/^/gm, '      ')}`)
-    .join('\n');
+  return (
+    tests
+      // The duration tells a timeout, whose message in the report is only vitest's own stack.
+      .map(
+        ({ file, name, durationMs, message }) =>
+          `  ${file} > ${name} (${durationMs} ms)\n${message.replace(/^/gm, '      ')}`,
+      )
+      .join('\n')
+  );
 }
 
 export function formatTestSummary({ passed, failed, skipped }: TestSummary): string {

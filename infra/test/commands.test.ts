@@ -60,6 +60,7 @@ describe('test summary', () => {
             {
               status: 'failed',
               fullName: 'chat refuses an empty balance',
+              duration: 30_009.8,
               failureMessages: [
                 '\u001b[31mAssertionError: expected 200 to be 402\u001b[39m\n    at a\n    at b\n    at c\n    at d\n    at e\n    at f',
               ],
@@ -73,11 +74,12 @@ describe('test summary', () => {
       {
         file: 'e2e/chat.test.ts',
         name: 'chat refuses an empty balance',
+        durationMs: 30_010,
         message: 'AssertionError: expected 200 to be 402\n    at a\n    at b\n    at c\n    at d\n    at e',
       },
     ]);
     expect(formatFailedTests(failed).split('\n')[0]).toBe(
-      '  e2e/chat.test.ts > chat refuses an empty balance',
+      '  e2e/chat.test.ts > chat refuses an empty balance (30010 ms)',
     );
     expect(failedTestsOf({ numFailedTests: 0 }, '/repo')).toEqual([]);
   });
