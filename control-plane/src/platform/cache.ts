@@ -26,8 +26,14 @@ export function createInvalidationBus(
   const everything = () => {
     for (const callbacks of listeners.values()) for (const callback of callbacks) callback(null);
   };
-  // A subscribed connection can do nothing else, hence a connection of its own.
-  const subscriber = redis.duplicate({ lazyConnect: false, maxRetriesPerRequest: null });
+  // A subscribed connection can do nothing else, hence a connection of its own. Without the requests'
+  // command timeout: a process busy for seconds at start (compiling its routes' schemas) read the
+  // SUBSCRIBE's answer only after its timer had fired, and its subscription was never reported.
+  const subscriber = redis.duplicate({
+    lazyConnect: false,
+    maxRetriesPerRequest: null,
+    commandTimeout: undefined,
+  });
   subscriber.on('error', onError);
   let markSubscribed = () => {};
   const subscribed = new Promise<void>((resolve) => {
