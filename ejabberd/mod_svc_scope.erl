@@ -16,7 +16,7 @@
 -export([start/2, stop/1, depends/2, mod_options/1, mod_opt_type/1, mod_doc/0]).
 -export([user_send_packet/1, filter_packet/1, store_mam_message/7, c2s_auth_result/3,
          c2s_session_opened/1, c2s_session_resumed/1, c2s_self_presence/1, user_receive_packet/1,
-         process_delivery/1, decode_iq_subel/1]).
+         offline_message/1, process_delivery/1, decode_iq_subel/1]).
 -export([set_archiving/2, get_archiving/1, revoke_user/2, mark_revoked/2, password_checked/1,
          revoke_prefix/2, flush_org/1, archive_size/2]).
 
@@ -72,6 +72,8 @@ start(Host, _Opts) ->
             ejabberd_hooks:add(c2s_self_presence, Host, ?MODULE, c2s_self_presence, 50),
             %% Runs only for what passed the privacy lists, as the stanza is about to reach the client.
             ejabberd_hooks:add(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
+            %% Before mod_offline's store_packet (50).
+            ejabberd_hooks:add(offline_message_hook, Host, ?MODULE, offline_message, 40),
             gen_iq_handler:add_iq_handler(ejabberd_local, Host, ?NS_MESSAGING, ?MODULE, process_delivery),
             %% Node-wide (one router for every host); adding it again for a second host is a no-op.
             ejabberd_hooks:add(filter_packet, ?MODULE, filter_packet, 50),
@@ -89,6 +91,7 @@ stop(Host) ->
     ejabberd_hooks:delete(c2s_session_resumed, Host, ?MODULE, c2s_session_resumed, 50),
     ejabberd_hooks:delete(c2s_self_presence, Host, ?MODULE, c2s_self_presence, 50),
     ejabberd_hooks:delete(user_receive_packet, Host, ?MODULE, user_receive_packet, 100),
+    ejabberd_hooks:delete(offline_message_hook, Host, ?MODULE, offline_message, 40),
     gen_iq_handler:remove_iq_handler(ejabberd_local, Host, ?NS_MESSAGING),
     case gen_mod:is_loaded_elsewhere(Host, ?MODULE) of
         true -> ok;
@@ -581,22 +584,50 @@ scope_of(#jid{luser = LUser}) -> scope(LUser).
 %% As ejabberd_sm routes a message to a bare JID: to the available sessions (and to those still signing
 %% in), or else to the offline store, whose answer is kept here rather than bounced unseen. (A session
 %% that ends meanwhile leaves the routed message to ejabberd_sm, which stores it offline too.)
-hand_over(Msg, available, _LServer) ->
-    %% The answer says it arrived: the notice is for messages read later from offline storage.
-    ejabberd_router:route(xmpp:put_meta(Msg, svc_answered_online, true)),
-    <<"online">>;
-hand_over(#message{to = To} = Msg, {signing_in, Resources}, _LServer) ->
-    %% To each session's full JID, which ejabberd hands to the session whatever its presence.
-    lists:foreach(fun(Resource) ->
-                          ejabberd_router:route(xmpp:put_meta(Msg#message{to = jid:replace_resource(To, Resource)},
-                                                              svc_answered_online, true))
-                  end, Resources),
-    <<"online">>;
 hand_over(Msg, offline, LServer) ->
-    case ejabberd_hooks:run_fold(offline_message_hook, LServer, {bounce, Msg}, []) of
+    %% Marked as answered: offline storage drops the mark, and a session reached meanwhile
+    %% (offline_message/1) is answered online.
+    case ejabberd_hooks:run_fold(offline_message_hook, LServer,
+                                 {bounce, xmpp:put_meta(Msg, svc_answered_online, true)}, []) of
         {offlined, _} -> <<"stored">>;
+        {online, _} -> <<"online">>;
         _ -> <<"refused">>
-    end.
+    end;
+hand_over(Msg, Reach, _LServer) ->
+    %% The answer says it arrived: the notice is for messages read later from offline storage.
+    route_to(xmpp:put_meta(Msg, svc_answered_online, true), Reach),
+    <<"online">>.
+
+%% ejabberd_sm offers offline storage (mod_offline) a message to a bare JID for which it found no
+%% available session. A message of the messaging component goes, as its deliveries do, to a session
+%% still signing in, or to one that became available since: offline storage, emptied by a session's
+%% initial presence, could take it just after that presence and keep it until a later login. This is
+%% the way of what a lost connection never acknowledged (mod_stream_mgmt's resend when it ends): it
+%% ends as the same device's next session signs in. Offered again once at most, so no loop.
+offline_message({_, #message{from = #jid{lserver = From}, to = #jid{luser = LUser, lserver = LServer}} = Msg} = Acc) ->
+    case messaging_host(LServer) == From andalso is_marked(Msg)
+        andalso not xmpp:get_meta(Msg, svc_offered_again, false) of
+        true ->
+            case reach(LUser, LServer) of
+                offline -> Acc;
+                %% The message's own answered mark is kept: one resent after it came from offline
+                %% storage has none, and its arrival is still to be told.
+                Reach ->
+                    route_to(xmpp:put_meta(Msg, svc_offered_again, true), Reach),
+                    {stop, {online, Msg}}
+            end;
+        false ->
+            Acc
+    end;
+offline_message(Acc) ->
+    Acc.
+
+route_to(Msg, available) ->
+    ejabberd_router:route(Msg);
+route_to(#message{to = To} = Msg, {signing_in, Resources}) ->
+    %% To each session's full JID, which ejabberd hands to the session whatever its presence.
+    lists:foreach(fun(Resource) -> ejabberd_router:route(Msg#message{to = jid:replace_resource(To, Resource)}) end,
+                  Resources).
 
 %% A component message marked as the bundle's (<svc xmlns='urn:svc:messaging:0'/>) reached a client
 %% from offline storage (or was routed to a session that ended meanwhile): the component is told, with
