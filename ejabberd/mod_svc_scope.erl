@@ -604,8 +604,8 @@ hand_over(Msg, Reach, _LServer) ->
 %% initial presence, could take it just after that presence and keep it until a later login. This is
 %% the way of what a lost connection never acknowledged (mod_stream_mgmt's resend when it ends): it
 %% ends as the same device's next session signs in. Offered again once at most, so no loop.
-offline_message({_, #message{from = #jid{lserver = From}, to = #jid{luser = LUser, lserver = LServer}} = Msg} = Acc) ->
-    case messaging_host(LServer) == From andalso is_marked(Msg)
+offline_message({_, #message{to = #jid{luser = LUser, lserver = LServer}} = Msg} = Acc) ->
+    case is_ours(Msg, LServer)
         andalso not xmpp:get_meta(Msg, svc_offered_again, false) of
         true ->
             case reach(LUser, LServer) of
@@ -634,7 +634,7 @@ route_to(#message{to = To} = Msg, {signing_in, Resources}) ->
 %% the message's id. One handed to an online session was answered as such (the meta flag is not stored).
 user_receive_packet({#message{type = Type, from = #jid{lserver = From}, id = Id} = Msg,
                      #{lserver := LServer, jid := Client}} = Acc) when Type /= error ->
-    case messaging_host(LServer) == From andalso is_marked(Msg)
+    case is_ours(Msg, LServer)
         andalso not xmpp:get_meta(Msg, svc_answered_online, false) of
         true ->
             Notice = #xmlel{name = <<"delivered">>,
@@ -648,6 +648,10 @@ user_receive_packet({#message{type = Type, from = #jid{lserver = From}, id = Id}
     Acc;
 user_receive_packet(Acc) ->
     Acc.
+
+%% A message of the messaging component, marked as the bundle's.
+is_ours(#message{from = #jid{lserver = From}} = Msg, LServer) ->
+    messaging_host(LServer) == From andalso is_marked(Msg).
 
 is_marked(#message{sub_els = Els}) ->
     lists:any(fun(#xmlel{name = <<"svc">>, attrs = Attrs}) ->
