@@ -14,6 +14,7 @@ import {
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
 import { createManualClock } from '../src/platform/clock.js';
+import { ledgerTotals } from './ledger.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /** `writes.calls` at its default price, as the cost header writes it. */
@@ -1261,6 +1262,30 @@ describe('prices', () => {
     const balance = await ctx.container.billing.getBalance(account.id);
     expect(FUNDS - balance.balance_micros).toBe(charged);
     expect(charged).toBe(13 * WRITE_MICROS);
+  });
+
+  it('take publishes of a live key that come at once in turns, each paid and counted as alone', async () => {
+    const { token: key, account } = await createCustomer(ctx.container, {
+      mode: 'live',
+      balanceMicros: FUNDS,
+    });
+    const t = tag();
+    const authors = await Promise.all(Array.from({ length: 8 }, (_, i) => member(key, `turn_${t}_${i}`)));
+    const withoutProfile = await mintToken(key, `nobody-${t}`);
+    const replies = await Promise.all([
+      ...Array.from({ length: 40 }, (_, i) =>
+        asUser(authors[i % authors.length]!.token, 'POST', '/v1/me/buzzes', { text: `turn ${i}` }),
+      ),
+      ...Array.from({ length: 4 }, () => asUser(withoutProfile, 'POST', '/v1/me/buzzes', { text: 'none' })),
+    ]);
+
+    const seen = replies.map((reply) => `${reply.statusCode} ${reply.headers['x-svc-cost-usd']}`);
+    expect(seen).toEqual([...Array(40).fill(`200 ${WRITE_COST}`), ...Array(4).fill(`409 ${FREE}`)]);
+    for (const author of authors) expect((await profileOf(key, author.username)).buzzes).toBe(5);
+    const totals = await ledgerTotals(ctx.container, account.id);
+    // The 8 profiles and the 40 publishes.
+    expect(FUNDS - totals.balance).toBe(48 * WRITE_MICROS);
+    expect(totals.ledger).toBe(totals.balance);
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChatSession, connect } from '../../e2e/support/xmpp.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
@@ -125,6 +126,28 @@ describe('round trips', () => {
     );
     expect(sent(/^insert into test_priced_writes/)).toBe(12);
     expect(sent(/^rollback$/)).toBe(0);
+  });
+
+  it('of publishes at once on one live key, by several users: taken in turns, fewer transactions than calls', async () => {
+    const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const users = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const minted = await keyed(token, 'POST', `/v1/users/turn-${i}/tokens`, {})();
+        const user = minted.json().token as string;
+        const profile = { username: `turn_${randomBytes(4).toString('hex')}` };
+        expect((await callWithKey(ctx.app, user, 'PUT', '/v1/me/profile', profile)).statusCode).toBe(200);
+        return user;
+      }),
+    );
+    statements.length = 0;
+    const responses = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => keyed(users[i % 8]!, 'POST', '/v1/me/buzzes', { text: `${i}` })()),
+    );
+    expect(responses.map((response) => response.statusCode)).toEqual(Array(16).fill(200));
+    const sent = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
+    expect(sent(/^with author as/)).toBe(16);
+    expect(sent(/^commit$/)).toBeGreaterThan(0);
+    expect(sent(/^commit$/)).toBeLessThan(16);
   });
 
   it.each(['test', 'live'] as const)(

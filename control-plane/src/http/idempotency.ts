@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorStatus } from '../platform/errors.js';
 import type { HeldKey, Idempotency, KeptAnswer } from '../platform/idempotency.js';
+import { inCodeUnitOrder } from '../platform/ordering.js';
 import type { Route } from '../platform/route.js';
 import { sha256 } from '../platform/secrets.js';
 import type { Db } from '../platform/transaction.js';
@@ -74,7 +75,7 @@ function canonicalJson(value: unknown): string {
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value)
       .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      .sort(([a], [b]) => inCodeUnitOrder(a, b));
     return `{${entries.map(([name, item]) => `${JSON.stringify(name)}:${canonicalJson(item)}`).join(',')}}`;
   }
   return JSON.stringify(value ?? null);

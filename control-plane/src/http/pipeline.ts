@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Accrual } from '../platform/accrual.js';
 import { type AdmissionScript, rateLimitHeaders } from '../platform/admission.js';
+import { callerOrder } from '../platform/caller.js';
 import type { ErrorStatus } from '../platform/errors.js';
 import type { HeldKey, Idempotency } from '../platform/idempotency.js';
 import type { Metering } from '../platform/metering.js';
@@ -324,7 +325,7 @@ function registerRoute(
             {
               idempotencyKey: held?.key ?? null,
               inFull: declared.irreversible === true,
-              together: declared.chargedTogether === true,
+              ...(declared.chargedTogether && { together: { order: callerOrder(principal!) } }),
             },
           );
           request.costMicros += charged.costMicros;

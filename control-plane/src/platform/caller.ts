@@ -49,6 +49,13 @@ export interface UserPrincipal extends Principal {
   userId: string;
 }
 
+/**
+ * A caller's place among calls taken together in one transaction (Metering.charge's `together`): by
+ * app, mode and user, which names the rows a user's writes lock first (their profile).
+ */
+export const callerOrder = (caller: Principal | UserPrincipal) =>
+  [caller.appId, caller.mode, 'userId' in caller ? caller.userId : ''].join('\t');
+
 /** Why a user token was refused (none counts toward the address's invalid-key lockout). */
 export type UserRefusal = 'malformed' | 'invalid' | 'expired' | 'revoked' | 'key-revoked';
 

@@ -14,6 +14,7 @@ import {
 import { type Clock, utcDay } from './clock.js';
 import { PaymentRequiredError, ServiceError } from './errors.js';
 import { newId } from './ids.js';
+import { inCodeUnitOrder } from './ordering.js';
 import { metricKey, type Price } from './price-catalogue.js';
 import { type Prices, type PriceTable, requireMetric } from './prices.js';
 import type { Standing } from './standing.js';
@@ -85,7 +86,7 @@ export function normaliseUsages(usages: readonly Usage[], table: PriceTable): Re
     merged.set(key, { ...usage, price, quantity: (seen?.quantity ?? 0) + usage.quantity });
   }
   return [...merged.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .sort(([a], [b]) => inCodeUnitOrder(a, b))
     .map(([, usage]) => usage)
     .filter((usage) => usage.quantity > 0);
 }
@@ -259,6 +260,8 @@ export function createMetering(deps: {
 
   interface TogetherCall {
     payer: Payer;
+    /** Where its work starts in its turn (`charge`'s `together.order`). */
+    order: string;
     metered: readonly Required<Usage>[];
     work: (tx: Transaction) => Promise<unknown>;
     resolve(charged: { result: unknown; costMicros: number }): void;
@@ -268,22 +271,55 @@ export function createMetering(deps: {
   const alone = (call: TogetherCall) =>
     chargeAlone(call.payer, call.metered, call.work, null, false).then(call.resolve, call.reject);
 
-  /** A work's handle on the shared transaction, which tells whether the work sent any statement. */
+  /**
+   * A work's handle on the shared transaction, which tells whether the work sent any statement and
+   * settles `firstAnswered` when its first statement is answered.
+   */
   function handleOn(open: OpenTransaction) {
     const { tx, runTasks } = withAfterCommit(open);
     let sent = false;
+    let answered!: () => void;
+    const firstAnswered = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
     const counted = Object.fromEntries(
       Object.entries(tx).map(([name, method]) => [
         name,
         name === 'afterCommit'
           ? method
           : (...args: unknown[]) => {
+              const result = (method as (...a: unknown[]) => unknown)(...args);
+              if (!sent) void Promise.resolve(result).then(answered, answered);
               sent = true;
-              return (method as (...a: unknown[]) => unknown)(...args);
+              return result;
             },
       ]),
     ) as unknown as Transaction;
-    return { tx: counted, runTasks, sent: () => sent };
+    return { tx: counted, runTasks, sent: () => sent, firstAnswered };
+  }
+
+  /**
+   * Runs a turn's works on its transaction in their `order`: the works of one caller start together,
+   * those of the next caller once each of theirs has had its first statement answered (or has
+   * ended). Every replica thus takes the rows a work's first statement locks (a user's profile) in
+   * one order, and two turns cannot deadlock on them; the connection runs one statement at a time
+   * anyway, so this costs only the gaps between callers.
+   */
+  async function runInOrder(calls: readonly TogetherCall[], handles: ReturnType<typeof handleOn>[]) {
+    const works: Promise<unknown>[] = [];
+    const order = calls.map((_, i) => i).sort((a, b) => inCodeUnitOrder(calls[a]!.order, calls[b]!.order));
+    let firstAnswers: Promise<unknown>[] = [];
+    for (const [n, i] of order.entries()) {
+      const work = calls[i]!.work(handles[i]!.tx);
+      works[i] = work;
+      firstAnswers.push(Promise.race([handles[i]!.firstAnswered, work.catch(() => undefined)]));
+      const next = order[n + 1];
+      if (next !== undefined && calls[next]!.order !== calls[i]!.order) {
+        await Promise.all(firstAnswers);
+        firstAnswers = [];
+      }
+    }
+    return Promise.allSettled(works);
   }
 
   /** The payers of a turn's calls in account order (the lock order), each with its calls' indexes. */
@@ -295,9 +331,7 @@ export function createMetering(deps: {
       group.members.push(i);
       payers.set(key, group);
     }
-    return [...payers.values()].sort((a, b) =>
-      a.payer.accountId < b.payer.accountId ? -1 : a.payer.accountId > b.payer.accountId ? 1 : 0,
-    );
+    return [...payers.values()].sort((a, b) => inCodeUnitOrder(a.payer.accountId, b.payer.accountId));
   }
 
   /**
@@ -315,7 +349,7 @@ export function createMetering(deps: {
     if (calls.length === 1) return void alone(calls[0]!);
     const open = openPoolTransaction(deps.pool);
     const handles = calls.map(() => handleOn(open));
-    const settled = await Promise.allSettled(calls.map((call, i) => call.work(handles[i]!.tx)));
+    const settled = await runInOrder(calls, handles);
     const kept: number[] = [];
     const rerunnable: number[] = [];
     let spoilt = false;
@@ -392,13 +426,14 @@ export function createMetering(deps: {
      * (any payers): their works share one transaction, and each payer is charged once in its COMMIT. A
      * turn in which a work fails or a balance cannot pay is rolled back and its calls run again alone,
      * so each call's outcome is the one it would have had alone. Calls with an idempotency key, and
-     * calls charged in full, always go alone.
+     * calls charged in full, always go alone. `order` (the caller) orders the works of a turn, so that
+     * rows their first statements lock are taken in one order on every replica.
      */
     charge: async <T>(
       payer: Payer,
       usages: readonly Usage[],
       work: (tx: Transaction) => Promise<T>,
-      options: { idempotencyKey?: string | null; inFull?: boolean; together?: boolean } = {},
+      options: { idempotencyKey?: string | null; inFull?: boolean; together?: { order: string } } = {},
     ): Promise<{ result: T; costMicros: number }> => {
       const metered = normaliseUsages(usages, await deps.prices.table());
       const idempotencyKey = options.idempotencyKey ?? null;
@@ -410,6 +445,7 @@ export function createMetering(deps: {
       return new Promise((resolve, reject) =>
         together(usageKey(metered), {
           payer,
+          order: options.together!.order,
           metered,
           work,
           resolve: resolve as TogetherCall['resolve'],

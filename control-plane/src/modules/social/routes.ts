@@ -152,6 +152,7 @@ export const socialRoutes = (social: SocialService) => [
     response: Buzz,
     errors: [409],
     price: WRITE,
+    chargedTogether: true,
     perUser: USER_LIMITS.buzzes,
     handler: ({ caller, body, tx }) => social.publish(caller, body, tx),
   }),
