@@ -122,6 +122,9 @@ describe('uploads', () => {
     expect((await put(upload, 'FIVE!')).status).toBe(412);
     const read = (await call(token, 'GET', `/v1/storage/objects/${upload.object.id}`)).json();
     expect(await (await fetch(read.url)).text()).toBe('five!');
+    // Past the first bytes completion reads to check the type: the size is the whole object's.
+    const bigger = await storeReady(token, Buffer.alloc(3_000, 7));
+    expect((await call(token, 'GET', `/v1/storage/objects/${bigger}`)).json().size_bytes).toBe(3_000);
   });
 
   it('remove bytes written without a record: an old upload URL of a deleted object, a stray key', async () => {

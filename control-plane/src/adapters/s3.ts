@@ -221,12 +221,24 @@ export function createObjectStore(settings: S3Settings) {
     /** The real size of stored bytes, or null when nothing is there. */
     sizeOf,
 
-    /** The first bytes of an object, to recognise what it really is. */
-    firstBytes: async (key: string, count: number): Promise<Buffer> => {
-      const object = await internal.send(
-        new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
-      );
-      return Buffer.from(await object.Body!.transformToByteArray());
+    /**
+     * What arrived at a key: its size and its first `count` bytes (to recognise what it really is),
+     * in one ranged GET; null when nothing is there.
+     */
+    arrived: async (key: string, count: number): Promise<{ size: number; firstBytes: Buffer } | null> => {
+      try {
+        const object = await internal.send(
+          new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
+        );
+        const firstBytes = Buffer.from(await object.Body!.transformToByteArray());
+        // A range's answer names the whole size after its slash ("bytes 0-511/1048576").
+        const size = object.ContentRange ? Number(object.ContentRange.split('/')[1]) : firstBytes.length;
+        return { size, firstBytes };
+      } catch (error) {
+        // Uploads are at least a byte (their signed Content-Length), so the range always starts inside.
+        if (notFound(error)) return null;
+        throw error;
+      }
     },
 
     /** Keys under a prefix written before `before`, a page (up to 1,000) at a time. */

@@ -181,15 +181,15 @@ export function createStorageService(deps: {
       const row = await requireObject(principal, id, ownerUserId);
       if (row.status === 'ready') return present(row);
       // The size is signed into the upload URL, so bytes that are there have the declared size.
-      const size = await deps.objects.sizeOf(row.storage_key);
-      if (size === null)
+      const arrived = await deps.objects.arrived(row.storage_key, SNIFF_BYTES);
+      if (arrived === null)
         throw errors.conflict('The upload has not arrived: PUT the file to upload_url first');
-      if (looksLikeActiveDocument(await deps.objects.firstBytes(row.storage_key, SNIFF_BYTES))) {
+      if (looksLikeActiveDocument(arrived.firstBytes)) {
         // Refused whole: bytes and record go, whatever type the file was declared with.
         await removeObject(row);
         throw errors.invalidField('body', '(file)', 'is HTML or SVG, which is not accepted');
       }
-      return present(await storageStore(deps.pool).markReady(row.id, size, deps.clock.now()));
+      return present(await storageStore(deps.pool).markReady(row.id, arrived.size, deps.clock.now()));
     },
 
     /**
