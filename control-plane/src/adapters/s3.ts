@@ -231,9 +231,9 @@ export function createObjectStore(settings: S3Settings) {
           new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
         );
         const firstBytes = Buffer.from(await object.Body!.transformToByteArray());
-        // A range's answer names the whole size after its slash ("bytes 0-511/1048576").
-        const size = object.ContentRange ? Number(object.ContentRange.split('/')[1]) : firstBytes.length;
-        return { size, firstBytes };
+        // A range's answer names the whole size after its slash; asked for apart should it not.
+        const total = /^bytes \d+-\d+\/(\d+)$/.exec(object.ContentRange ?? '')?.[1];
+        return { size: total === undefined ? ((await sizeOf(key)) ?? 0) : Number(total), firstBytes };
       } catch (error) {
         // Uploads are at least a byte (their signed Content-Length), so the range always starts inside.
         if (notFound(error)) return null;
