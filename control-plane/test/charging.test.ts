@@ -1,8 +1,6 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createMetering, type Metering } from '../src/platform/metering.js';
-import type { Transaction } from '../src/platform/transaction.js';
 import { ledgerTotals } from './ledger.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
 import {
@@ -349,40 +347,5 @@ describe('a live balance at zero or below', () => {
     expect(
       (await keyed(customer.token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'ana' })).statusCode,
     ).toBe(402);
-  });
-});
-
-describe('priced writes taken in turns on two replicas', () => {
-  it('take the rows their works lock first in their callers’ order, so that two turns cannot deadlock', async () => {
-    const { pool, clock, prices, standing } = ctx.container;
-    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
-    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
-    const rows = [`a-${customer.app.id}`, `b-${customer.app.id}`] as const;
-    await pool.query(sql.unsafe`create table if not exists test_turn_rows (id text primary key)`);
-    await pool.query(sql.unsafe`insert into test_turn_rows values (${rows[0]}), (${rows[1]})`);
-    const replicas = [ctx.container.metering, createMetering({ pool, clock, prices, standing })];
-    const runs: string[] = [];
-    const usages = [{ product: 'writes', metric: 'calls', quantity: 1 }];
-    // Locks its row, then holds it a while in the same statement, as a slow first statement would.
-    const lockRow = (row: string) => (tx: Transaction) => {
-      runs.push(row);
-      return tx.query(sql.unsafe`
-        with locked as (select id from test_turn_rows where id = ${row} for update)
-        select pg_sleep(0.3) from locked`);
-    };
-    // On each replica a first call goes alone and the next two wait for it, making one turn: in
-    // opposite orders on the two replicas.
-    const turnOf = (metering: Metering, rowsInArrivalOrder: readonly string[]) => [
-      metering.charge(payer, usages, async () => 'alone', { together: { order: '' } }),
-      ...rowsInArrivalOrder.map((row) =>
-        metering.charge(payer, usages, lockRow(row), { together: { order: row } }),
-      ),
-    ];
-    await Promise.all([
-      ...turnOf(replicas[0]!, [rows[1], rows[0]]),
-      ...turnOf(replicas[1]!, [rows[0], rows[1]]),
-    ]);
-    // A deadlock would have rolled a turn back and run its two works again, alone.
-    expect(runs.sort()).toEqual([rows[0], rows[0], rows[1], rows[1]]);
   });
 });

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { Interceptor } from 'slonik';
+import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { socialStore } from '../src/modules/social/store.js';
+import { callerOrder, type Payer } from '../src/platform/caller.js';
+import { createMetering, type Metering } from '../src/platform/metering.js';
+import { inTransaction, type Transaction } from '../src/platform/transaction.js';
 import { ledgerTotals } from './ledger.js';
 import { attributes, deliver, participant } from './livekit-webhooks.js';
 import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -163,5 +167,120 @@ describe('one lock order', () => {
       const usage = await ctx.container.billing.usageReport(customer.account.id, 'live', 1);
       expect(usage.usage.find((row) => row.metric === 'uploads')?.quantity).toBe(40);
     }
+  });
+});
+
+describe('turns of priced writes charged together', () => {
+  const usages = [{ product: 'writes', metric: 'calls', quantity: 1 }];
+  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  /** A second replica's metering, on the same database. */
+  const otherReplica = () => {
+    const { pool, clock, prices, standing } = ctx.container;
+    return createMetering({ pool, clock, prices, standing });
+  };
+  interface Work {
+    order: string;
+    run: (tx: Transaction) => Promise<unknown>;
+  }
+  /**
+   * One turn of `works` on a metering: a first call goes alone, and the works, charged while it does,
+   * wait for it and make the next turn together. Answers each work's transaction id.
+   */
+  async function turnOf(metering: Metering, payer: Payer, works: Work[]) {
+    const alone = metering.charge(payer, usages, async () => 'alone', { together: { order: '' } });
+    const charged = works.map(({ order, run }) =>
+      metering.charge(
+        payer,
+        usages,
+        async (tx) => {
+          await run(tx);
+          return tx.oneFirst(sql.unsafe`select txid_current()::text`);
+        },
+        { together: { order } },
+      ),
+    );
+    await alone;
+    return (await Promise.all(charged)).map(({ result }) => result);
+  }
+  /** Locks a row first, then holds it a while, in one statement: a slow first statement. */
+  const lockThenHold =
+    (table: 'test_turn_rows' | 'profiles', key: string | number, runs: string[]) =>
+    async (tx: Transaction) => {
+      runs.push(String(key));
+      const column = table === 'profiles' ? sql.identifier(['pk']) : sql.identifier(['id']);
+      await tx.query(sql.unsafe`
+        with locked as (select 1 from ${sql.identifier([table])} where ${column} = ${key} for no key update)
+        select pg_sleep(0.3) from locked`);
+    };
+
+  async function liveCustomer() {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const payer: Payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' };
+    return { ...customer, payer };
+  }
+
+  it('on two replicas take the rows their first statements lock in their callers’ order', async () => {
+    waits.length = 0;
+    const { payer, app } = await liveCustomer();
+    const [a, b] = [`a-${app.id}`, `b-${app.id}`];
+    await ctx.container.pool.query(
+      sql.unsafe`create table if not exists test_turn_rows (id text primary key)`,
+    );
+    await ctx.container.pool.query(sql.unsafe`insert into test_turn_rows values (${a}), (${b})`);
+    const runs: string[] = [];
+    const work = (row: string, before = 0): Work => ({
+      order: row,
+      run: async (tx) => {
+        await sleep(before);
+        await lockThenHold('test_turn_rows', row, runs)(tx);
+      },
+    });
+    // The replicas get the works in opposite orders, and on the first one the work that comes first
+    // in callers' order takes a while before its first statement: started together, its second work
+    // would lock its row first.
+    const txids = await Promise.all([
+      turnOf(ctx.container.metering, payer, [work(b), work(a, 100)]),
+      turnOf(otherReplica(), payer, [work(a), work(b)]),
+    ]);
+    for (const turn of txids) expect(new Set(turn).size).toBe(1);
+    // A deadlock would have rolled a turn back and run its two works again, alone.
+    expect(waits).toEqual([]);
+    expect(runs.sort()).toEqual([a, a, b, b]);
+  });
+
+  it('and a follow lock two authors in one order: by user id, whatever their keys', async () => {
+    waits.length = 0;
+    const { payer } = await liveCustomer();
+    // b's profile is made first, so its key is the lower one; a comes first by user id.
+    const [b, a] = [`b-${randomUUID()}`, `a-${randomUUID()}`];
+    const pks = new Map<string, number>();
+    for (const userId of [b, a]) {
+      const profile = await socialStore(ctx.container.pool).upsertProfile(payer, {
+        userId,
+        username: `u_${randomUUID().slice(0, 8)}`,
+        fullName: '',
+        category: '',
+        at: ctx.container.clock.now(),
+      });
+      pks.set(userId, profile.pk);
+    }
+    const pkOf = (userId: string) => pks.get(userId)!;
+    expect(pkOf(b)).toBeLessThan(pkOf(a));
+
+    const runs: string[] = [];
+    const publishLike = (userId: string): Work => ({
+      order: callerOrder({ ...payer, userId }),
+      run: lockThenHold('profiles', pkOf(userId), runs),
+    });
+    const turn = turnOf(ctx.container.metering, payer, [publishLike(b), publishLike(a)]);
+    // While the turn holds a's profile, b follows a: by key it would take b's first.
+    await sleep(150);
+    const followed = await inTransaction(ctx.container.pool, (tx) =>
+      socialStore(tx).follow(pkOf(b), pkOf(a), ctx.container.clock.now()),
+    );
+    expect(new Set(await turn).size).toBe(1);
+    expect(followed.isNew).toBe(true);
+    expect(waits).toEqual([]);
+    expect(runs.sort()).toEqual([String(pkOf(a)), String(pkOf(b))].sort());
   });
 });

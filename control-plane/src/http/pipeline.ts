@@ -140,6 +140,8 @@ export function registerRoutes(app: FastifyInstance, routes: readonly Route[], d
     // A turn's works may run twice: admitting in the handler would count the request twice.
     if (declared.chargedTogether && (!declared.price || declared.admission === 'in-handler'))
       throw new Error(`${declared.operationId} is charged together but has no price or admits itself`);
+    if (declared.locksCallerFirst && !declared.chargedTogether)
+      throw new Error(`${declared.operationId} orders a turn's works but is not charged together`);
     if (declared.rawBody && !rawBodies.has(declared.rawBody)) {
       rawBodies.add(declared.rawBody);
       app.addContentTypeParser(declared.rawBody, { parseAs: 'string' }, (_request, body, done) =>
@@ -325,7 +327,9 @@ function registerRoute(
             {
               idempotencyKey: held?.key ?? null,
               inFull: declared.irreversible === true,
-              ...(declared.chargedTogether && { together: { order: callerOrder(principal!) } }),
+              ...(declared.chargedTogether && {
+                together: { order: declared.locksCallerFirst ? callerOrder(principal!) : '' },
+              }),
             },
           );
           request.costMicros += charged.costMicros;

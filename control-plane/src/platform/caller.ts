@@ -51,10 +51,12 @@ export interface UserPrincipal extends Principal {
 
 /**
  * A caller's place among calls taken together in one transaction (Metering.charge's `together`): by
- * app, mode and user, which names the rows a user's writes lock first (their profile).
+ * app, mode and user, which names the rows a user's writes lock first (their profile). The user id
+ * goes in as the hex of its UTF-8 bytes, so that this string's code-unit order is PostgreSQL's "C"
+ * collation order of the ids, the order in which other writers lock several profiles.
  */
-export const callerOrder = (caller: Principal | UserPrincipal) =>
-  [caller.appId, caller.mode, 'userId' in caller ? caller.userId : ''].join('\t');
+export const callerOrder = (caller: AppScope & { userId?: string }) =>
+  [caller.appId, caller.mode, Buffer.from(caller.userId ?? '').toString('hex')].join('\t');
 
 /** Why a user token was refused (none counts toward the address's invalid-key lockout). */
 export type UserRefusal = 'malformed' | 'invalid' | 'expired' | 'revoked' | 'key-revoked';

@@ -18,7 +18,7 @@ import { inCodeUnitOrder } from './ordering.js';
 import { metricKey, type Price } from './price-catalogue.js';
 import { type Prices, type PriceTable, requireMetric } from './prices.js';
 import type { Standing } from './standing.js';
-import { type Transaction, withAfterCommit } from './transaction.js';
+import { leftNothing, type Transaction, withAfterCommit } from './transaction.js';
 
 /** One metered quantity, in the metric's base unit (calls, seconds, bytes, byte-days, users). */
 export interface Usage {
@@ -336,8 +336,8 @@ export function createMetering(deps: {
 
   /**
    * A turn of priced calls declared `together`: their works run in one transaction and commit with one
-   * charge per payer. A work that fails before sending any statement fails alone. If a work fails
-   * after sending one, or PostgreSQL refuses the turn (a balance that cannot pay, or any other error
+   * charge per payer. A work that fails before sending any statement, or with an error marked
+   * `wroteNothing`, fails alone. If a work fails otherwise after sending one, or PostgreSQL refuses the turn (a balance that cannot pay, or any other error
    * it answers with), the transaction is rolled back and the calls run again alone, so each call's
    * outcome is the one it would have had alone. Only a turn whose outcome is unknown (the connection
    * lost) fails all its calls.
@@ -355,7 +355,7 @@ export function createMetering(deps: {
     let spoilt = false;
     for (const [i, each] of settled.entries()) {
       if (each.status === 'fulfilled') kept.push(i);
-      else if (handles[i]!.sent()) spoilt = true;
+      else if (handles[i]!.sent() && !leftNothing(each.reason)) spoilt = true;
       else {
         // Its work left nothing in the transaction: it fails as it would have alone.
         calls[i]!.reject(each.reason);

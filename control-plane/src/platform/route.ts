@@ -123,6 +123,12 @@ export interface RouteDeclaration<
    */
   chargedTogether?: true;
   /**
+   * With `chargedTogether`: the work's first statement locks a row of its caller's (a user's profile).
+   * A turn then starts its works in their callers' order (`callerOrder`), the order in which every
+   * writer of several such rows locks them, so that a turn and another writer cannot deadlock.
+   */
+  locksCallerFirst?: true;
+  /**
    * The work cannot be taken back once done (a message handed to the chat server): it is charged in
    * full even past what the balance covers (Metering.charge's `inFull`). An empty live balance is
    * still refused (402) before the handler runs.

@@ -24,6 +24,19 @@ export function withAfterCommit(open: OpenTransaction) {
   };
 }
 
+const WROTE_NOTHING = Symbol('wrote nothing');
+
+/**
+ * Marks the error of a work whose statements so far wrote and locked nothing (an UPDATE that matched
+ * no row): in a turn of calls charged together, it fails alone rather than running the turn again.
+ */
+export function wroteNothing<E extends Error>(error: E): E {
+  return Object.assign(error, { [WROTE_NOTHING]: true });
+}
+
+export const leftNothing = (error: unknown) =>
+  typeof error === 'object' && error !== null && WROTE_NOTHING in error;
+
 /**
  * Runs `work` in a transaction, then the tasks it scheduled for after the commit. A failing task is
  * handed to `onTaskError`: the commit stands, and what a task refreshes has a safety net of its own.

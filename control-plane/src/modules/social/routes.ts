@@ -153,6 +153,7 @@ export const socialRoutes = (social: SocialService) => [
     errors: [409],
     price: WRITE,
     chargedTogether: true,
+    locksCallerFirst: true,
     perUser: USER_LIMITS.buzzes,
     handler: ({ caller, body, tx }) => social.publish(caller, body, tx),
   }),

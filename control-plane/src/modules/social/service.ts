@@ -7,7 +7,7 @@ import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Sandbox } from '../../platform/sandbox.js';
-import type { Db, Transaction } from '../../platform/transaction.js';
+import { type Db, type Transaction, wroteNothing } from '../../platform/transaction.js';
 import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
 import type { BuzzRow, ProfileRow } from './schema.js';
@@ -162,7 +162,8 @@ export function createSocialService(deps: {
         text: input.text,
         at,
       });
-      if (!author) throw profileRequired();
+      // The statement matched no profile, so it wrote and locked nothing.
+      if (!author) throw wroteNothing(profileRequired());
       const buzz = {
         id,
         type,

@@ -41,9 +41,13 @@ const Count = z.object({ count: z.number() });
 
 /** SQL of profiles, buzzes, reactions, comments and follows. Takes any connection or transaction. */
 export function socialStore(db: Db) {
-  /** Locks two profiles for their counters, always the lower key first. */
+  /**
+   * Locks two profiles (of one app and mode) for their counters in the one order of profiles: by user
+   * id in "C" collation, as a turn of publishes takes their authors' (platform/caller.ts callerOrder).
+   */
   const lockInOrder = (a: number, b: number) =>
-    db.query(sql.unsafe`select pk from profiles where pk in (${a}, ${b}) order by pk for no key update`);
+    db.query(sql.unsafe`
+      select pk from profiles where pk in (${a}, ${b}) order by user_id collate "C" for no key update`);
   return {
     profileOfUser: (scope: Scope, userId: string) =>
       db.maybeOne(sql.type(ProfileRow)`
