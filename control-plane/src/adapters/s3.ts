@@ -231,7 +231,7 @@ export function createObjectStore(settings: S3Settings) {
           new GetObjectCommand({ Bucket, Key: key, Range: `bytes=0-${count - 1}` }),
         );
         const firstBytes = Buffer.from(await object.Body!.transformToByteArray());
-        // A range's answer names the whole size after its slash; asked for apart should it not.
+        // A range's answer names the whole size after its slash; a HEAD asks for it should it not.
         const total = /^bytes \d+-\d+\/(\d+)$/.exec(object.ContentRange ?? '')?.[1];
         return { size: total === undefined ? ((await sizeOf(key)) ?? 0) : Number(total), firstBytes };
       } catch (error) {

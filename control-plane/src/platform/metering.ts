@@ -337,10 +337,10 @@ export function createMetering(deps: {
   /**
    * A turn of priced calls declared `together`: their works run in one transaction and commit with one
    * charge per payer. A work that fails before sending any statement, or with an error marked
-   * `wroteNothing`, fails alone. If a work fails otherwise after sending one, or PostgreSQL refuses the turn (a balance that cannot pay, or any other error
-   * it answers with), the transaction is rolled back and the calls run again alone, so each call's
-   * outcome is the one it would have had alone. Only a turn whose outcome is unknown (the connection
-   * lost) fails all its calls.
+   * `wroteNothing`, fails alone. If a work fails otherwise after sending one, or PostgreSQL refuses
+   * the turn (a balance that cannot pay, or any other error it answers with), the transaction is
+   * rolled back and the calls run again alone, so each call's outcome is the one it would have had
+   * alone. Only a turn whose outcome is unknown (the connection lost) fails all its calls.
    *
    * The turn ends with its COMMIT or ROLLBACK: the calls that run again alone, and the tasks and
    * answers of a committed turn, go on while the next turn runs.
