@@ -439,6 +439,10 @@ describe('listing, moderation, likes, comments and views', () => {
   });
 
   it('emits sip.created with the moment', async () => {
+    await ctx.container.webhooks.create(
+      { appId, mode: 'live' },
+      { url: 'https://hooks.example.com/sips', event_types: ['sip.created'] },
+    );
     const author = await user();
     const moment = (await publish(author, webm, 'video/webm')).published.json();
     const body = await ctx.container.pool.oneFirst(sql.type(z.object({ body: z.string() }))`

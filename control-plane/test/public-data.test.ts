@@ -1372,6 +1372,13 @@ describe('the per-user cap', () => {
 describe('events', () => {
   it('are written for publishing, a new reaction, a comment and a new follow, for the app and mode', async () => {
     const { token: key, app } = await createCustomer(ctx.container);
+    await ctx.container.webhooks.create(
+      { appId: app.id, mode: 'test' },
+      {
+        url: 'https://hooks.example.com/social',
+        event_types: ['buzz.created', 'buzz.reaction', 'buzz.comment', 'follow.created'],
+      },
+    );
     const author = await member(key, `evt_author_${tag()}`);
     const fan = await member(key, `evt_fan_${tag()}`);
     const buzz = await publish(author, 'an eventful buzz');

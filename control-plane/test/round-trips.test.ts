@@ -208,7 +208,7 @@ describe('round trips', () => {
       'select pg_advisory_xact_lock(h',
       'select created_at from message',
       'with sent as ( insert into mes',
-      'with event as ( insert into we',
+      'with endpoints as ( -- Locked ',
       'insert into charges_at_commit ',
       'commit',
     ]);

@@ -403,6 +403,11 @@ describe('webhook deliveries', () => {
     await emit(ctx, { appId: customer.app.id, type: 'message.received', data: { n: 6 } });
     await ctx.container.webhookDelivery.deliverDue();
     expect(hook.received.map((r) => JSON.parse(r.body).data.n).sort()).toEqual([1, 6]);
+    // The events no endpoint wanted were not kept.
+    const kept = await ctx.container.pool.anyFirst(
+      sql.unsafe`select body from webhook_events where app_id = ${customer.app.id}`,
+    );
+    expect(kept.map((body) => JSON.parse(body as string).data.n).sort()).toEqual([1, 6]);
   });
 
   it('are recorded with the change or not at all (the transactional outbox)', async () => {

@@ -1,4 +1,5 @@
 import { sql } from 'slonik';
+import { z } from 'zod';
 import type { KeyMode } from './caller.js';
 import type { Clock } from './clock.js';
 import { newId } from './ids.js';
@@ -38,8 +39,8 @@ export interface EventInput {
 /**
  * The transactional outbox. A product says what happened with `emit`, inside the transaction of the
  * change: the event, and one pending delivery for each of the app's enabled endpoints (same mode)
- * that wants it, commit with the change or not at all. Workers deliver them later
- * (modules/webhooks). Emitting is one statement.
+ * that wants it, commit with the change or not at all; an event no endpoint wants is not kept.
+ * Workers deliver them later (modules/webhooks). Emitting is one statement.
  */
 export function createOutbox(deps: { clock: Clock }) {
   const listeners: (() => void)[] = [];
@@ -63,23 +64,28 @@ export function createOutbox(deps: { clock: Clock }) {
       data: event.data,
     });
     const at = sql.timestamp(now);
-    const deliveries = await tx.any(sql.unsafe`
-      with event as (
-        insert into webhook_events (id, app_id, mode, type, profile_id, body, created_at)
-        values (${id}, ${event.appId}, ${event.mode}, ${event.type}, ${event.profileId ?? null}, ${body}, ${at})
-        returning id
-      )
-      insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
-      select 'whd_' || replace(gen_random_uuid()::text, '-', ''), event.id, e.id, 'pending', ${at}, ${at}
-      from event, (
+    const deliveries = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
+      with endpoints as (
         -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
         select e.id from webhook_endpoints e
         where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
         for key share
-      ) e
+      ),
+      event as (
+        -- Only events some endpoint wants are kept: nothing else ever reads them, and most apps
+        -- have no endpoint for most of what their users do.
+        insert into webhook_events (id, app_id, mode, type, profile_id, body, created_at)
+        select ${id}, ${event.appId}, ${event.mode}, ${event.type}, ${event.profileId ?? null}, ${body}, ${at}
+        where exists (select from endpoints)
+        returning id
+      )
+      insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
+      select 'whd_' || replace(gen_random_uuid()::text, '-', ''), event.id, endpoints.id, 'pending', ${at}, ${at}
+      from event, endpoints
       returning id`);
     if (deliveries.length > 0) tx.afterCommit(async () => announceDue());
-    return { id, deliveryIds: deliveries.map((row) => row.id as string) };
+    // The id names an event only where some endpoint wanted it (deliveries made).
+    return { id, deliveryIds: deliveries };
   };
   return {
     emit: (tx: Transaction, event: EventInput) =>
