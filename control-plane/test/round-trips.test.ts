@@ -150,6 +150,9 @@ describe('round trips', () => {
     const sent = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
     // Each publish once: a 409 wrote nothing, so its turn was not run again alone.
     expect(sent(/^with author as/)).toBe(18);
+    // Each with its event: none has a statement of its own.
+    expect(sent(/outbox_endpoints/)).toBe(18);
+    expect(sent(/^with outbox_endpoints/)).toBe(0);
     expect(sent(/^commit$/)).toBeGreaterThan(0);
     expect(sent(/^commit$/)).toBeLessThan(16);
   });
@@ -208,7 +211,7 @@ describe('round trips', () => {
       'select pg_advisory_xact_lock(h',
       'select created_at from message',
       'with sent as ( insert into mes',
-      'with endpoints as ( -- Locked ',
+      'with outbox_endpoints as ( sel',
       'insert into charges_at_commit ',
       'commit',
     ]);

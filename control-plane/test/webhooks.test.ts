@@ -7,6 +7,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
 import { webhooksStore } from '../src/modules/webhooks/store.js';
 import { parseUsd } from '../src/platform/money.js';
@@ -408,6 +409,32 @@ describe('webhook deliveries', () => {
       sql.unsafe`select body from webhook_events where app_id = ${customer.app.id}`,
     );
     expect(kept.map((body) => JSON.parse(body as string).data.n).sort()).toEqual([1, 6]);
+  });
+
+  it("carry what only the change's own statement knows, as JSON, and nothing for a change not made", async () => {
+    const hook = await receiver();
+    const { customer } = await customerWithEndpoint(hook.url);
+    const { outbox } = ctx.container;
+    const text = 'a "quote", a \\ backslash, a\nnew line, é, 😀 and </script>';
+    const inChange = (made: boolean) =>
+      inTransaction(ctx.container.pool, async (tx) => {
+        const event = outbox.inStatement({
+          appId: customer.app.id,
+          mode: 'test',
+          type: 'buzz.created',
+          data: { text: outbox.hole('text'), made },
+        });
+        const parts = event.over('change', { text: sql.fragment`change.text` });
+        const { deliveries } = await tx.one(sql.type(z.object({ deliveries: z.number() }))`
+          with change as (select ${text}::text as text where ${made}), ${parts.ctes}
+          select ${parts.deliveries} as deliveries`);
+        event.made(tx, deliveries);
+        return deliveries;
+      });
+    expect(await inChange(false)).toBe(0);
+    expect(await inChange(true)).toBe(1);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received.map((r) => JSON.parse(r.body).data)).toEqual([{ text, made: true }]);
   });
 
   it('are recorded with the change or not at all (the transactional outbox)', async () => {

@@ -1,4 +1,5 @@
-import { sql } from 'slonik';
+import { randomUUID } from 'node:crypto';
+import { type FragmentSqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from './caller.js';
 import type { Clock } from './clock.js';
@@ -36,26 +37,56 @@ export interface EventInput {
   profileId?: string;
 }
 
+/** An event whose change is made by one statement, to go in that statement (see `inStatement`). */
+export interface EventInStatement {
+  /**
+   * Its parts, emitted for each row of the statement's CTE `cte` (one when the change was made, none
+   * when it was not), each hole of its data filled from `fill` (a text expression over `cte`): CTEs
+   * for the statement's WITH list, after its own, and an int expression counting the deliveries made.
+   */
+  over(
+    cte: string,
+    fill?: Record<string, FragmentSqlToken>,
+  ): { ctes: FragmentSqlToken; deliveries: FragmentSqlToken };
+  /** Takes the statement's count of deliveries: the local worker hears of them once the change commits. */
+  made(tx: Transaction, deliveries: number): void;
+}
+
 /**
  * The transactional outbox. A product says what happened with `emit`, inside the transaction of the
  * change: the event, and one pending delivery for each of the app's enabled endpoints (same mode)
  * that wants it, commit with the change or not at all; an event no endpoint wants is not kept.
- * Workers deliver them later (modules/webhooks). Emitting is one statement.
+ * Workers deliver them later (modules/webhooks). Emitting is one statement, or none of its own: a
+ * change made by one statement can carry its event in that statement (`inStatement`).
  */
 export function createOutbox(deps: { clock: Clock }) {
   const listeners: (() => void)[] = [];
   const announceDue = () => {
     for (const listener of listeners) listener();
   };
-  const record = async (
-    tx: Transaction,
+  // Holes in an event's data are marked with this process's own random text, which no app's data
+  // can hold by chance or design.
+  const holeMark = `hole-${randomUUID()}`;
+  const hole = (name: string) => `${holeMark}:${name}`;
+
+  const wants = (event: EventInput) =>
+    sql.fragment`e.enabled and ${event.type} = any(e.event_types)
+      and (e.profile_ids is null or ${event.profileId ?? null}::text is null
+           or ${event.profileId ?? null} = any(e.profile_ids))`;
+
+  /**
+   * The event's CTEs: the endpoints that want it, the event (only if there is one, and once for each
+   * row of `from`, the change's CTE, when given), one delivery for each of them.
+   */
+  function eventCtes(
     event: Omit<EventInput, 'type'> & { type: EventType | TestEventType },
-    endpoints: ReturnType<typeof sql.fragment>,
-  ) => {
+    endpoints: FragmentSqlToken,
+    from?: { cte: string; fill: Record<string, FragmentSqlToken> },
+  ) {
     const id = newId('evt');
     const now = deps.clock.now();
-    // The exact bytes every attempt sends and signs.
-    const body = JSON.stringify({
+    // The exact bytes every attempt sends and signs; a hole's value is its JSON text, put in by SQL.
+    const template = JSON.stringify({
       id,
       type: event.type,
       created_at: now.toISOString(),
@@ -63,39 +94,72 @@ export function createOutbox(deps: { clock: Clock }) {
       mode: event.mode,
       data: event.data,
     });
+    const body = Object.entries(from?.fill ?? {}).reduce<FragmentSqlToken>(
+      (text, [name, value]) =>
+        sql.fragment`replace(${text}, ${JSON.stringify(hole(name))}, to_json((${value})::text)::text)`,
+      sql.fragment`${template}::text`,
+    );
     const at = sql.timestamp(now);
-    const deliveries = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
-      with endpoints as (
-        -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
-        select e.id from webhook_endpoints e
-        where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
-        for key share
-      ),
-      event as (
-        -- Only events some endpoint wants are kept: nothing else ever reads them, and most apps
-        -- have no endpoint for most of what their users do.
-        insert into webhook_events (id, app_id, mode, type, profile_id, body, created_at)
-        select ${id}, ${event.appId}, ${event.mode}, ${event.type}, ${event.profileId ?? null}, ${body}, ${at}
-        where exists (select from endpoints)
-        returning id
-      )
-      insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
-      select 'whd_' || replace(gen_random_uuid()::text, '-', ''), event.id, endpoints.id, 'pending', ${at}, ${at}
-      from event, endpoints
-      returning id`);
-    if (deliveries.length > 0) tx.afterCommit(async () => announceDue());
-    // The id names an event only where some endpoint wanted it (deliveries made).
-    return { id, deliveryIds: deliveries };
+    return {
+      id,
+      ctes: sql.fragment`
+        outbox_endpoints as (
+          select e.id from webhook_endpoints e
+          where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
+          -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
+          for key share
+        ),
+        outbox_event as (
+          -- Only events some endpoint wants are kept: nothing else ever reads them, and most apps
+          -- have no endpoint for most of what their users do.
+          insert into webhook_events (id, app_id, mode, type, profile_id, body, created_at)
+          select ${id}, ${event.appId}, ${event.mode}, ${event.type}, ${event.profileId ?? null}, ${body}, ${at}
+          ${from ? sql.fragment`from ${sql.identifier([from.cte])}` : sql.fragment``}
+          where exists (select from outbox_endpoints)
+          returning id
+        ),
+        outbox_deliveries as (
+          insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
+          select 'whd_' || replace(gen_random_uuid()::text, '-', ''), outbox_event.id, outbox_endpoints.id,
+                 'pending', ${at}, ${at}
+          from outbox_event, outbox_endpoints
+          returning id
+        )`,
+    };
+  }
+
+  const made = (tx: Transaction, deliveries: number) => {
+    if (deliveries > 0) tx.afterCommit(async () => announceDue());
   };
+
+  const record = async (
+    tx: Transaction,
+    event: Omit<EventInput, 'type'> & { type: EventType | TestEventType },
+    endpoints: FragmentSqlToken,
+  ) => {
+    const { id, ctes } = eventCtes(event, endpoints);
+    const deliveryIds = await tx.anyFirst(
+      sql.type(z.object({ id: z.string() }))`with ${ctes} select id from outbox_deliveries`,
+    );
+    made(tx, deliveryIds.length);
+    // The id names an event only where some endpoint wanted it (deliveries made).
+    return { id, deliveryIds };
+  };
+
   return {
-    emit: (tx: Transaction, event: EventInput) =>
-      record(
-        tx,
-        event,
-        sql.fragment`e.enabled and ${event.type} = any(e.event_types)
-          and (e.profile_ids is null or ${event.profileId ?? null}::text is null
-               or ${event.profileId ?? null} = any(e.profile_ids))`,
-      ),
+    emit: (tx: Transaction, event: EventInput) => record(tx, event, wants(event)),
+    /**
+     * The event of a change that one statement makes, to go in that statement: one round trip for
+     * both. A value only the statement knows goes in the data as `hole(name)`, for the statement to fill.
+     */
+    inStatement: (event: EventInput): EventInStatement => ({
+      over: (cte, fill = {}) => ({
+        ctes: eventCtes(event, wants(event), { cte, fill }).ctes,
+        deliveries: sql.fragment`(select count(*) from outbox_deliveries)::int`,
+      }),
+      made,
+    }),
+    hole,
     /** The test button's `ping`, to one endpoint, enabled or not: the app checks it before enabling. */
     ping: (tx: Transaction, appId: string, mode: KeyMode, endpointId: string) =>
       record(

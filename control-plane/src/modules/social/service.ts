@@ -155,32 +155,32 @@ export function createSocialService(deps: {
       const id = newId('bz');
       const type = input.type ?? 'text';
       const at = deps.clock.now();
-      const author = await socialStore(tx).publishBuzz(scope, {
-        id,
-        userId: user.userId,
-        type,
-        text: input.text,
-        at,
-      });
-      // The statement matched no profile, so it wrote and locked nothing.
-      if (!author) throw wroteNothing(profileRequired());
-      const buzz = {
+      const buzz = (username: string) => ({
         id,
         type,
         text: input.text,
         reactions: 0,
         comments: 0,
         created_at: at.toISOString(),
-        author_id: author.user_id,
-        author_username: author.username,
-      };
-      await deps.outbox.emit(tx, {
+        author_id: user.userId,
+        author_username: username,
+      });
+      // The author's username is the statement's to tell: the event takes it from there.
+      const event = deps.outbox.inStatement({
         ...scope,
         type: 'buzz.created',
-        data: { buzz },
-        profileId: author.user_id,
+        data: { buzz: buzz(deps.outbox.hole('username')) },
+        profileId: user.userId,
       });
-      return buzz;
+      const author = await socialStore(tx).publishBuzz(
+        scope,
+        { id, userId: user.userId, type, text: input.text, at },
+        event,
+      );
+      // The statement matched no profile, so it wrote and locked nothing.
+      if (!author) throw wroteNothing(profileRequired());
+      event.made(tx, author.deliveries);
+      return buzz(author.username);
     },
 
     getBuzz: async (principal: Principal, id: string) =>

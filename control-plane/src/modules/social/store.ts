@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
+import type { EventInStatement } from '../../platform/outbox.js';
 import { type Db, plannedForItsValues } from '../../platform/transaction.js';
 import {
   BuzzRow,
@@ -81,11 +82,17 @@ export function socialStore(db: Db) {
         returning ${profileColumns}`),
 
     /**
-     * Publishes a buzz as the user's profile, counted on it, in one statement; answers the author,
-     * or null when the user has no profile (nothing written).
+     * Publishes a buzz as the user's profile, counted on it, with its event (whose `username` hole is
+     * the author's), in one statement; answers the author and the event's deliveries, or null when the
+     * user has no profile (nothing written).
      */
-    publishBuzz: (scope: Scope, buzz: { id: string; userId: string; type: string; text: string; at: Date }) =>
-      db.maybeOne(sql.type(Author)`
+    publishBuzz: (
+      scope: Scope,
+      buzz: { id: string; userId: string; type: string; text: string; at: Date },
+      created: EventInStatement,
+    ) => {
+      const event = created.over('author', { username: sql.fragment`author.username` });
+      return db.maybeOne(sql.type(Author.extend({ deliveries: z.number() }))`
         with author as (
           update profiles p set buzzes = p.buzzes + 1
           where ${inScope('p', scope)} and p.user_id = ${buzz.userId}
@@ -95,8 +102,9 @@ export function socialStore(db: Db) {
           select ${buzz.id}, ${scope.appId}, ${scope.mode}, author.pk, ${buzz.type}, ${buzz.text},
                  ${sql.timestamp(buzz.at)}
           from author
-        )
-        select pk, user_id, username from author`),
+        ), ${event.ctes}
+        select pk, user_id, username, ${event.deliveries} as deliveries from author`);
+    },
 
     buzz: (scope: Scope, id: string) =>
       db.maybeOne(sql.type(BuzzRow)`
