@@ -1393,6 +1393,9 @@ describe('events', () => {
     expect(comment.statusCode).toBe(200);
     expect((await asUser(fan.token, 'PUT', `/v1/me/following/${author.username}`)).statusCode).toBe(200);
     expect((await asUser(fan.token, 'PUT', `/v1/me/following/${author.username}`)).statusCode).toBe(200);
+    // A publish refused for want of a profile made no buzz, so no event.
+    const nobody = await mintToken(key, `evt_nobody_${tag()}`);
+    expect((await asUser(nobody, 'POST', '/v1/me/buzzes', { text: 'never' })).statusCode).toBe(409);
 
     const events = await ctx.container.pool.any(sql.unsafe`
       select type, mode, profile_id, body from webhook_events where app_id = ${app.id} order by created_at, id`);

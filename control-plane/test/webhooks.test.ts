@@ -433,6 +433,17 @@ describe('webhook deliveries', () => {
       });
     expect(await inChange(false)).toBe(0);
     expect(await inChange(true)).toBe(1);
+    // A hole left unfilled, or a fill without its hole, is a mistake in the code, never sent.
+    const holed = outbox.inStatement({
+      appId: customer.app.id,
+      mode: 'test',
+      type: 'buzz.created',
+      data: { text: outbox.hole('text') },
+    });
+    expect(() => holed.over('change')).toThrow(/holes and fills differ/);
+    expect(() => holed.over('change', { other: sql.fragment`change.text` })).toThrow(
+      /holes and fills differ/,
+    );
     await ctx.container.webhookDelivery.deliverDue();
     expect(hook.received.map((r) => JSON.parse(r.body).data)).toEqual([{ text, made: true }]);
   });

@@ -40,9 +40,10 @@ export interface EventInput {
 /** An event whose change is made by one statement, to go in that statement (see `inStatement`). */
 export interface EventInStatement {
   /**
-   * Its parts, emitted for each row of the statement's CTE `cte` (one when the change was made, none
-   * when it was not), each hole of its data filled from `fill` (a text expression over `cte`): CTEs
-   * for the statement's WITH list, after its own, and an int expression counting the deliveries made.
+   * Its parts, emitted when the statement's CTE `cte` holds a row (at most one: the change made, or
+   * none when it was not, and then nothing is locked either), each hole of its data filled from
+   * `fill` (a text expression over `cte`, each hole a whole string of the data): CTEs for the
+   * statement's WITH list, after its own, and an int expression counting the deliveries made.
    */
   over(
     cte: string,
@@ -75,8 +76,9 @@ export function createOutbox(deps: { clock: Clock }) {
            or ${event.profileId ?? null} = any(e.profile_ids))`;
 
   /**
-   * The event's CTEs: the endpoints that want it, the event (only if there is one, and once for each
-   * row of `from`, the change's CTE, when given), one delivery for each of them.
+   * The event's CTEs: the endpoints that want it (none when `from`, the change's CTE, is given and
+   * empty), the event if there is one, and a delivery for each of them. `from` holds one row at most:
+   * the event's id is one.
    */
   function eventCtes(
     event: Omit<EventInput, 'type'> & { type: EventType | TestEventType },
@@ -94,7 +96,16 @@ export function createOutbox(deps: { clock: Clock }) {
       mode: event.mode,
       data: event.data,
     });
-    const body = Object.entries(from?.fill ?? {}).reduce<FragmentSqlToken>(
+    const fills = Object.entries(from?.fill ?? {});
+    // A hole left unfilled would send this process's mark; a fill without its hole would do nothing.
+    if (
+      template.split(holeMark).length - 1 !== fills.length ||
+      fills.some(([name]) => !template.includes(JSON.stringify(hole(name))))
+    )
+      throw new Error(
+        `an event's holes and fills differ: ${fills.map(([name]) => name).join(', ') || 'no fills'}`,
+      );
+    const body = fills.reduce<FragmentSqlToken>(
       (text, [name, value]) =>
         sql.fragment`replace(${text}, ${JSON.stringify(hole(name))}, to_json((${value})::text)::text)`,
       sql.fragment`${template}::text`,
@@ -106,6 +117,7 @@ export function createOutbox(deps: { clock: Clock }) {
         outbox_endpoints as (
           select e.id from webhook_endpoints e
           where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
+            ${from ? sql.fragment`and exists (select from ${sql.identifier([from.cte])})` : sql.fragment``}
           -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
           for key share
         ),

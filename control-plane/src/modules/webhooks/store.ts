@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type SqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -20,6 +20,15 @@ const after = (position: Position | undefined, alias = sql.fragment``) =>
   position
     ? sql.fragment`and (${alias}created_at, ${alias}id) < (${sql.timestamp(position.createdAt)}, ${position.id})`
     : sql.fragment``;
+
+/**
+ * A delivery (`d`) still held by the claim that ends `until`: its next_attempt_at is that end, which
+ * only a pending delivery has (the table's check). Said no more than that: with `status = 'pending'`
+ * the planner may walk the partial due index, every due row against every claim, which it estimates
+ * as one row while the table is young (52 ms to record 56 attempts with 1,833 due, instead of looking
+ * each one up by its id).
+ */
+const stillClaimed = (until: SqlToken) => sql.fragment`d.next_attempt_at = ${until}`;
 
 /** A claimed delivery with what its attempt needs. */
 export const ClaimedRow = z.object({
@@ -246,14 +255,6 @@ export function webhooksStore(db: Db) {
         sql.type(EndpointState)`select url, secret_sealed, enabled from webhook_endpoints where id = ${id}`,
       ),
 
-    /*
-     * A delivery is still held by a claim while its next_attempt_at is the claim's end, which only a
-     * pending delivery has (the table's check). The writes below say no more than that: with
-     * `status = 'pending'` the planner may walk the partial due index, every due row against every
-     * claim, which it estimates as one row while the table is young (52 ms to record 56 attempts
-     * with 1,833 due, instead of looking each one up by its id).
-     */
-
     /**
      * Gives claimed deliveries back, due now (a worker that stops before sending them, an endpoint
      * disabled meanwhile); one another worker took since is left alone.
@@ -265,7 +266,7 @@ export function webhooksStore(db: Db) {
           claims.map((claim) => [claim.id, claim.claimedUntil.toISOString()]),
           ['text', 'timestamptz'],
         )} as released (id, claimed_until)
-        where d.id = released.id and d.next_attempt_at = released.claimed_until`),
+        where d.id = released.id and ${stillClaimed(sql.fragment`released.claimed_until`)}`),
 
     /**
      * Records successful attempts together, in one statement: each delivery done, its attempt, and
@@ -291,7 +292,7 @@ export function webhooksStore(db: Db) {
         deliveries as (
           update webhook_deliveries d set status = 'succeeded', next_attempt_at = null
           from done
-          where d.id = done.delivery_id and d.next_attempt_at = done.claimed_until
+          where d.id = done.delivery_id and ${stillClaimed(sql.fragment`done.claimed_until`)}
           returning d.id, d.endpoint_id
         ),
         attempts as (
@@ -322,11 +323,11 @@ export function webhooksStore(db: Db) {
       db.maybeOneFirst(
         sql.type(z.object({ failing_since: z.date() }))`
           with delivery as (
-            update webhook_deliveries
-            set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = failures + 1,
+            update webhook_deliveries d
+            set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = d.failures + 1,
                 next_attempt_at = ${attempt.nextAttemptAt ? sql.timestamp(attempt.nextAttemptAt) : null}
-            where id = ${attempt.deliveryId} and next_attempt_at = ${sql.timestamp(attempt.claimedUntil)}
-            returning id
+            where d.id = ${attempt.deliveryId} and ${stillClaimed(sql.timestamp(attempt.claimedUntil))}
+            returning d.id
           ),
           attempt as (
             insert into webhook_attempts (delivery_id, attempted_at, status_code, failure, latency_ms, response_excerpt)
