@@ -126,6 +126,7 @@ export function createOutbox(deps: { clock: Clock }) {
           -- have no endpoint for most of what their users do.
           insert into webhook_events (id, app_id, mode, type, profile_id, body, created_at)
           select ${id}, ${event.appId}, ${event.mode}, ${event.type}, ${event.profileId ?? null}, ${body}, ${at}
+          -- From the change's CTE (when given): the body's fills read its columns.
           ${from ? sql.fragment`from ${sql.identifier([from.cte])}` : sql.fragment``}
           where exists (select from outbox_endpoints)
           returning id
