@@ -1,7 +1,13 @@
 import { lookup as dnsLookup } from 'node:dns';
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type RequestOptions,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { type BlockList, isIP, type LookupFunction } from 'node:net';
+import { urlToHttpOptions } from 'node:url';
 import { allowList, isAllowedAddress } from '../platform/addresses.js';
 
 export interface WebhookSenderOptions {
@@ -78,13 +84,25 @@ function failureReason(error: NodeJS.ErrnoException): FailureReason {
   return 'connection';
 }
 
-/** The URL to deliver to, or why there is none. */
-function parseTarget(raw: string): URL | string {
-  if (!URL.canParse(raw)) return 'the webhook URL is not a valid URL';
+/** Where an attempt goes: node:http's request options for the URL, or why it cannot go there. */
+type Target = { secure: boolean; options: RequestOptions } | { refused: FailureReason; message: string };
+
+/** Endpoint URLs whose targets are kept; past it, the next URL starts the set over. */
+const TARGETS_KEPT = 4_096;
+
+/** The target of a webhook URL: what it is follows from its text alone (its address, from DNS later). */
+function targetOf(raw: string, allowed: BlockList): Target {
+  if (!URL.canParse(raw)) return { refused: 'invalid-url', message: 'the webhook URL is not a valid URL' };
   const url = new URL(raw);
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'a webhook URL must be http or https';
-  if (url.username || url.password) return 'a webhook URL must not carry credentials';
-  return url;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { refused: 'invalid-url', message: 'a webhook URL must be http or https' };
+  if (url.username || url.password)
+    return { refused: 'invalid-url', message: 'a webhook URL must not carry credentials' };
+  // Node connects to an IP literal without calling lookup, so the literal is checked here.
+  const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (isIP(literal) && !isAllowedAddress(literal, allowed))
+    return { refused: 'forbidden-address', message: `${literal} is not an allowed address` };
+  return { secure: url.protocol === 'https:', options: urlToHttpOptions(url) };
 }
 
 /**
@@ -98,6 +116,11 @@ export function createWebhookSender(options: WebhookSenderOptions): WebhookSende
   const agentOptions = { keepAlive: true, timeout: 4_000, lookup };
   const httpAgent = new HttpAgent(agentOptions);
   const httpsAgent = new HttpsAgent(agentOptions);
+  /**
+   * Each endpoint URL parsed and checked once, not at every attempt: a URL object and node:http's
+   * reading of it cost more than the rest of an attempt's request on a keep-alive socket.
+   */
+  const targets = new Map<string, Target>();
 
   function send(webhook: WebhookRequest): Promise<WebhookOutcome> {
     const started = performance.now();
@@ -109,18 +132,18 @@ export function createWebhookSender(options: WebhookSenderOptions): WebhookSende
       latencyMs: latencyMs(),
     });
 
-    const url = parseTarget(webhook.url);
-    if (typeof url === 'string') return Promise.resolve(failure('invalid-url', url));
-    // Node connects to an IP literal without calling lookup, so the literal is checked here.
-    const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    if (isIP(literal) && !isAllowedAddress(literal, allowed)) {
-      return Promise.resolve(failure('forbidden-address', `${literal} is not an allowed address`));
+    let target = targets.get(webhook.url);
+    if (target === undefined) {
+      if (targets.size >= TARGETS_KEPT) targets.clear();
+      target = targetOf(webhook.url, allowed);
+      targets.set(webhook.url, target);
     }
+    if ('refused' in target) return Promise.resolve(failure(target.refused, target.message));
 
-    const secure = url.protocol === 'https:';
-    const request = (secure ? httpsRequest : httpRequest)(url, {
+    const request = (target.secure ? httpsRequest : httpRequest)({
+      ...target.options,
       method: 'POST',
-      agent: secure ? httpsAgent : httpAgent,
+      agent: target.secure ? httpsAgent : httpAgent,
       headers: {
         ...webhook.headers,
         'User-Agent': options.userAgent,
