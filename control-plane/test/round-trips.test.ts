@@ -200,7 +200,7 @@ describe('round trips', () => {
     expect(login.redis).toHaveLength(1);
   });
 
-  it('of an OTP to an online user: the send, its code and its event in one transaction', async () => {
+  it('of an OTP to an online user: the send, its code and its event in one statement', async () => {
     const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
     const credential = await keyed(token, 'POST', '/v1/realtime/chat/tokens', { user_id: 'cy' })();
     sessions.push(await connect(credential.json()));
@@ -211,7 +211,6 @@ describe('round trips', () => {
       'select pg_advisory_xact_lock(h',
       'select created_at from message',
       'with sent as ( insert into mes',
-      'with outbox_endpoints as ( sel',
       'insert into charges_at_commit ',
       'commit',
     ]);

@@ -241,13 +241,15 @@ export function createMessagingService(deps: {
         const sent = await messagingStore(tx).markArrived(notice.id, now);
         if (!sent) return false;
         if (sent.kind === 'otp')
-          await otpDelivered(
+          await deps.outbox.emit(
             tx,
-            { appId: sent.app_id, mode: sent.mode },
-            notice.id,
-            sent.recipient,
-            sent.user_id,
-            now,
+            otpDelivered(
+              { appId: sent.app_id, mode: sent.mode },
+              notice.id,
+              sent.recipient,
+              sent.user_id,
+              now,
+            ),
           );
         return true;
       },
@@ -255,21 +257,13 @@ export function createMessagingService(deps: {
     );
   }
 
-  function otpDelivered(
-    tx: Transaction,
-    scope: Scope,
-    id: string,
-    to: string,
-    userId: string | null,
-    at: Date,
-  ) {
-    return deps.outbox.emit(tx, {
-      appId: scope.appId,
-      mode: scope.mode,
-      type: 'otp.delivered',
-      data: { id, to, user_id: userId, delivered_at: at.toISOString() },
-    });
-  }
+  /** An OTP's arrival at the recipient's client (`at`): at its send, or later from offline storage. */
+  const otpDelivered = (scope: Scope, id: string, to: string, userId: string | null, at: Date) => ({
+    appId: scope.appId,
+    mode: scope.mode,
+    type: 'otp.delivered' as const,
+    data: { id, to, user_id: userId, delivered_at: at.toISOString() },
+  });
 
   deps.component.onInbound((message) => void receive(message).catch(deps.onError));
   deps.component.onArrival((notice) => void arrived(notice).catch(deps.onError));
@@ -334,7 +328,18 @@ export function createMessagingService(deps: {
         );
         codeHash = outcome.delivered ? hashCode(id, code) : null;
       }
-      await store.recordSend(
+      // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
+      // One that reached an online client at once says so in the statement that records it.
+      const liveCode = codeHash && {
+        hash: codeHash,
+        expiresAt,
+        ...(outcome.arrivedAt && {
+          delivered: deps.outbox.inStatement(
+            otpDelivered(principal, id, input.to, recipient.userId, outcome.arrivedAt),
+          ),
+        }),
+      };
+      const { deliveries } = await store.recordSend(
         principal,
         {
           id,
@@ -347,11 +352,9 @@ export function createMessagingService(deps: {
           ...outcome,
           at: now,
         },
-        // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
-        codeHash ? { hash: codeHash, expiresAt } : undefined,
+        liveCode || undefined,
       );
-      if (outcome.arrivedAt)
-        await otpDelivered(tx, principal, id, input.to, recipient.userId, outcome.arrivedAt);
+      liveCode?.delivered?.made(tx, deliveries);
       return {
         id,
         status: 'sent' as const,

@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
+import type { EventInStatement } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CodeRow, OptOutRow, PhoneRow, SentMessageRow } from './schema.js';
 
@@ -11,6 +12,7 @@ interface Scope {
 }
 
 const Count = z.object({ count: z.number().int() });
+const Deliveries = z.object({ deliveries: z.number().int() });
 
 const phoneColumns = sql.fragment`user_id, phone, set_by, updated_at`;
 
@@ -75,7 +77,7 @@ export function messagingStore(db: Db) {
 
     /**
      * Records a send; with a code, in the same statement, the recipient's live code (replacing any
-     * earlier one).
+     * earlier one) and the code's `otp.delivered` when given. Answers the deliveries that event made.
      */
     recordSend: (
       scope: Scope,
@@ -92,23 +94,30 @@ export function messagingStore(db: Db) {
         arrivedAt: Date | null;
         at: Date;
       },
-      code?: { hash: Buffer; expiresAt: Date },
-    ) => {
+      /**
+       * The code a delivered OTP leaves live, and `otp.delivered` when it reached an online client at
+       * once: that event goes in this statement.
+       */
+      code?: { hash: Buffer; expiresAt: Date; delivered?: EventInStatement },
+    ): Promise<{ deliveries: number }> => {
       const record = sql.fragment`
         insert into messages (id, app_id, mode, kind, sender, recipient, recipient_key, user_id, channel,
                               delivered, reason, arrived_at, created_at)
         values (${send.id}, ${scope.appId}, ${scope.mode}, ${send.kind}, ${send.sender}, ${send.recipient},
                 ${send.recipientKey}, ${send.userId}, ${send.channel}, ${send.delivered}, ${send.reason},
-                ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})`;
-      if (!code) return db.query(sql.unsafe`${record}`);
-      return db.query(sql.unsafe`
-        with sent as (${record})
+                ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})
+        returning id`;
+      if (!code) return db.query(sql.unsafe`${record}`).then(() => ({ deliveries: 0 }));
+      const event = code.delivered?.over('sent');
+      return db.one(sql.type(Deliveries)`
+        with sent as (${record})${event ? sql.fragment`, ${event.ctes}` : sql.fragment``}
         insert into otp_codes (app_id, mode, recipient, message_id, code_hash, expires_at)
         values (${scope.appId}, ${scope.mode}, ${send.recipient}, ${send.id}, ${sql.binary(code.hash)},
                 ${sql.timestamp(code.expiresAt)})
         on conflict (app_id, mode, recipient) do update
           set message_id = excluded.message_id, code_hash = excluded.code_hash,
-              expires_at = excluded.expires_at, failed_attempts = 0`);
+              expires_at = excluded.expires_at, failed_attempts = 0
+        returning ${event?.deliveries ?? sql.fragment`0`} as deliveries`);
     },
 
     /** The recipient's code, locked until the transaction ends (one verification at a time). */
