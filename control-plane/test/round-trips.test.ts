@@ -157,6 +157,24 @@ describe('round trips', () => {
     expect(sent(/^commit$/)).toBeLessThan(16);
   });
 
+  it('of a reaction: the reaction, its count and its event in one statement', async () => {
+    const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const user = (await keyed(token, 'POST', '/v1/users/reacting/tokens', {})()).json().token as string;
+    const profile = { username: `reacting_${randomBytes(4).toString('hex')}` };
+    expect((await callWithKey(ctx.app, user, 'PUT', '/v1/me/profile', profile)).statusCode).toBe(200);
+    const buzz = (await callWithKey(ctx.app, user, 'POST', '/v1/me/buzzes', { text: 'x' })).json();
+    // The first call adds the reaction, the second changes its kind: one statement either way.
+    let kind = 'like';
+    const sent = await sentBy(() => {
+      kind = kind === 'like' ? 'love' : 'like';
+      return callWithKey(ctx.app, user, 'PUT', `/v1/me/buzzes/${buzz.id}/reaction`, { kind });
+    });
+    const texts = sent.statements.map((s) => s.replace(/\s+/g, ' ').trim());
+    expect(texts.filter((text) => /buzz_reactions/.test(text))).toHaveLength(1);
+    expect(texts.find((text) => /buzz_reactions/.test(text))).toMatch(/^with reaction as .*outbox_endpoints/);
+    expect(texts.filter((text) => /outbox_endpoints|update buzzes/.test(text))).toHaveLength(1);
+  });
+
   it.each(['test', 'live'] as const)(
     'of chat and live mints with a %s key: one Redis script, no SQL',
     async (mode) => {

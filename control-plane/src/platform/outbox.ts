@@ -42,8 +42,9 @@ export interface EventInStatement {
   /**
    * Its parts, emitted when the statement's CTE `cte` holds a row (at most one: the change made, or
    * none when it was not, and then nothing is locked either), each hole of its data filled from
-   * `fill` (a text expression over `cte`, each hole a whole string of the data): CTEs for the
-   * statement's WITH list, after its own, and an int expression counting the deliveries made.
+   * `fill` (an expression over `cte`, each hole a whole value of the data: it becomes the JSON of the
+   * expression's type, a string for text, a number for a count): CTEs for the statement's WITH list,
+   * after its own, and an int expression counting the deliveries made.
    */
   over(
     cte: string,
@@ -107,7 +108,7 @@ export function createOutbox(deps: { clock: Clock }) {
       );
     const body = fills.reduce<FragmentSqlToken>(
       (text, [name, value]) =>
-        sql.fragment`replace(${text}, ${JSON.stringify(hole(name))}, to_json((${value})::text)::text)`,
+        sql.fragment`replace(${text}, ${JSON.stringify(hole(name))}, to_json(${value})::text)`,
       sql.fragment`${template}::text`,
     );
     const at = sql.timestamp(now);

@@ -220,18 +220,18 @@ export function createSocialService(deps: {
       const scope = scopeOf(user);
       const buzz = await requireBuzz(scope, id, tx);
       const at = deps.clock.now();
-      const { isNew, reactions } = await socialStore(tx).react(buzz.pk, me.pk, kind, at);
-      if (isNew) {
-        await deps.outbox.emit(tx, {
-          ...scope,
-          type: 'buzz.reaction',
-          data: {
-            buzz: { ...buzzRef(buzz), reactions },
-            reaction: { kind, user_id: me.user_id, username: me.username, created_at: at.toISOString() },
-          },
-          profileId: buzz.author_id,
-        });
-      }
+      // A new reaction's event goes in the statement that makes it, with the count that statement gives.
+      const event = deps.outbox.inStatement({
+        ...scope,
+        type: 'buzz.reaction',
+        data: {
+          buzz: { ...buzzRef(buzz), reactions: deps.outbox.hole('reactions') },
+          reaction: { kind, user_id: me.user_id, username: me.username, created_at: at.toISOString() },
+        },
+        profileId: buzz.author_id,
+      });
+      const { reactions, deliveries } = await socialStore(tx).react(buzz.pk, me.pk, kind, at, event);
+      event.made(tx, deliveries);
       return { buzz_id: id, kind, reactions };
     },
 

@@ -139,17 +139,27 @@ export function socialStore(db: Db) {
       )?.pk ?? null,
 
     /** Sets the profile's reaction; answers whether it is new and the buzz's reactions after it. */
-    react: async (buzzPk: number, profilePk: number, kind: string, at: Date) => {
-      // xmax is 0 on a row this statement inserted, not on one it updated.
-      const isNew = await db.oneFirst(sql.type(z.object({ inserted: z.boolean() }))`
-        insert into buzz_reactions (buzz_pk, profile_pk, kind, created_at)
-        values (${buzzPk}, ${profilePk}, ${kind}, ${sql.timestamp(at)})
-        on conflict (buzz_pk, profile_pk) do update set kind = excluded.kind
-        returning xmax = 0 as inserted`);
-      const reactions = await db.oneFirst(sql.type(Count)`
-        update buzzes set reactions = reactions + ${isNew ? 1 : 0} where pk = ${buzzPk}
-        returning reactions as count`);
-      return { isNew, reactions };
+    /**
+     * Sets the profile's reaction to a buzz and counts it when new, with `reacted` (the event of a new
+     * reaction, its count filled in here) in the same statement. Answers the buzz's reactions.
+     */
+    react: (buzzPk: number, profilePk: number, kind: string, at: Date, reacted: EventInStatement) => {
+      const event = reacted.over('added', { reactions: sql.fragment`added.reactions` });
+      return db.one(sql.type(z.object({ reactions: z.number(), deliveries: z.number() }))`
+        with reaction as (
+          insert into buzz_reactions (buzz_pk, profile_pk, kind, created_at)
+          values (${buzzPk}, ${profilePk}, ${kind}, ${sql.timestamp(at)})
+          on conflict (buzz_pk, profile_pk) do update set kind = excluded.kind
+          -- xmax is 0 on a row this statement inserted, not on one it updated.
+          returning xmax = 0 as inserted
+        ), counted as (
+          update buzzes b set reactions = b.reactions + case when reaction.inserted then 1 else 0 end
+          from reaction where b.pk = ${buzzPk}
+          returning b.reactions, reaction.inserted
+        ), added as (
+          select reactions from counted where inserted
+        ), ${event.ctes}
+        select reactions, ${event.deliveries} as deliveries from counted`);
     },
 
     /** Removes the profile's reaction; answers whether there was one. */
