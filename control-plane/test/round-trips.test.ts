@@ -157,7 +157,7 @@ describe('round trips', () => {
     expect(sent(/^commit$/)).toBeLessThan(16);
   });
 
-  it('of a reaction: the reaction, its count and its event in one statement', async () => {
+  it('of a reaction and of a comment: the write, its count and its event in one statement', async () => {
     const { token } = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
     const user = (await keyed(token, 'POST', '/v1/users/reacting/tokens', {})()).json().token as string;
     const profile = { username: `reacting_${randomBytes(4).toString('hex')}` };
@@ -173,6 +173,15 @@ describe('round trips', () => {
     expect(texts.filter((text) => /buzz_reactions/.test(text))).toHaveLength(1);
     expect(texts.find((text) => /buzz_reactions/.test(text))).toMatch(/^with reaction as .*outbox_endpoints/);
     expect(texts.filter((text) => /outbox_endpoints|update buzzes/.test(text))).toHaveLength(1);
+    // A comment too: the comment, the buzz's count and its event.
+    const commented = await sentBy(() =>
+      callWithKey(ctx.app, user, 'POST', `/v1/me/buzzes/${buzz.id}/comments`, { text: 'nice' }),
+    );
+    const written = commented.statements
+      .map((s) => s.replace(/\s+/g, ' ').trim())
+      .filter((text) => /buzz_comments|outbox_endpoints|update buzzes/.test(text));
+    expect(written).toHaveLength(1);
+    expect(written[0]).toMatch(/^with comment as .*update "buzzes".*outbox_endpoints/);
   });
 
   it.each(['test', 'live'] as const)(

@@ -1,6 +1,8 @@
 import { sql } from 'slonik';
+import { z } from 'zod';
 import type { Position } from '../../platform/cursors.js';
 import { newId } from '../../platform/ids.js';
+import type { EventInStatement } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CommentRow } from './schema.js';
 import { after } from './store.js';
@@ -37,6 +39,25 @@ export const COMMENTED = {
 
 export type Commented = (typeof COMMENTED)[keyof typeof COMMENTED];
 
+/** A comment about to be added: what it says, and its id, made now. */
+export const newComment = (comment: {
+  parent: { pk: number; id: string };
+  author: { pk: number; user_id: string; username: string };
+  text: string;
+  at: Date;
+}) => ({ ...comment, id: newId('cmt') });
+export type NewComment = ReturnType<typeof newComment>;
+
+/** The row a new comment reads as once added. */
+export const commentRow = (comment: NewComment): CommentRow => ({
+  id: comment.id,
+  parent_id: comment.parent.id,
+  text: comment.text,
+  created_at: comment.at,
+  author_id: comment.author.user_id,
+  author_username: comment.author.username,
+});
+
 /** SQL of the comments on buzzes or on moments: one shape for both. */
 export function commentsStore(db: Db, on: Commented) {
   const comments = sql.identifier([on.comments]);
@@ -44,28 +65,22 @@ export function commentsStore(db: Db, on: Commented) {
   const parentKey = sql.identifier([on.parentKey]);
   const counter = sql.identifier([on.counter]);
   return {
-    /** Adds a profile's comment and counts it on what it hangs on, in one statement; answers its row. */
-    add: async (comment: {
-      parent: { pk: number; id: string };
-      author: { pk: number; user_id: string; username: string };
-      text: string;
-      at: Date;
-    }): Promise<CommentRow> => {
-      const id = newId('cmt');
-      await db.query(sql.unsafe`
+    /**
+     * Adds a profile's comment and counts it on what it hangs on, with `added` (its event) when given,
+     * in one statement. Answers the deliveries the event made.
+     */
+    add: (comment: NewComment, added?: EventInStatement) => {
+      const event = added?.over('comment');
+      return db.one(sql.type(z.object({ deliveries: z.number() }))`
         with comment as (
           insert into ${comments} (id, ${parentKey}, author_pk, text, created_at)
-          values (${id}, ${comment.parent.pk}, ${comment.author.pk}, ${comment.text}, ${sql.timestamp(comment.at)})
-        )
-        update ${parents} set ${counter} = ${counter} + 1 where pk = ${comment.parent.pk}`);
-      return {
-        id,
-        parent_id: comment.parent.id,
-        text: comment.text,
-        created_at: comment.at,
-        author_id: comment.author.user_id,
-        author_username: comment.author.username,
-      };
+          values (${comment.id}, ${comment.parent.pk}, ${comment.author.pk}, ${comment.text},
+                  ${sql.timestamp(comment.at)})
+          returning id
+        ), counted as (
+          update ${parents} set ${counter} = ${counter} + 1 where pk = ${comment.parent.pk}
+        )${event ? sql.fragment`, ${event.ctes}` : sql.fragment``}
+        select ${event?.deliveries ?? sql.fragment`0`} as deliveries`);
     },
 
     /** Newest first, after a cursor's position. */

@@ -10,7 +10,7 @@ import type { Sandbox } from '../../platform/sandbox.js';
 import type { Transaction } from '../../platform/transaction.js';
 import { MOMENT_VIDEO } from '../media/schema.js';
 import type { MediaService } from '../media/service.js';
-import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
+import { COMMENTED, commentPresenter, commentRow, commentsStore, newComment } from './comments-store.js';
 import { momentsSandbox } from './moments-sandbox.js';
 import { momentsStore } from './moments-store.js';
 import type { MomentRow } from './schema.js';
@@ -160,14 +160,9 @@ export function createMomentsService(deps: {
     comment: async (user: UserPrincipal, id: string, text: string, tx: Transaction) => {
       const me = await deps.social.ownProfile(user, tx);
       const moment = await requireMoment(await deps.social.scope(user), id, tx);
-      return presentComment(
-        await commentsStore(tx, COMMENTED.moment).add({
-          parent: moment,
-          author: me,
-          text,
-          at: deps.clock.now(),
-        }),
-      );
+      const comment = newComment({ parent: moment, author: me, text, at: deps.clock.now() });
+      await commentsStore(tx, COMMENTED.moment).add(comment);
+      return presentComment(commentRow(comment));
     },
 
     listComments: async (principal: Principal, id: string, query: { limit: number; cursor?: string }) => {

@@ -8,7 +8,7 @@ import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Sandbox } from '../../platform/sandbox.js';
 import { type Db, type Transaction, wroteNothing } from '../../platform/transaction.js';
-import { COMMENTED, commentPresenter, commentsStore } from './comments-store.js';
+import { COMMENTED, commentPresenter, commentRow, commentsStore, newComment } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
 import type { BuzzRow, ProfileRow } from './schema.js';
 import { type Scope, socialStore } from './store.js';
@@ -246,15 +246,17 @@ export function createSocialService(deps: {
       const me = await myProfile(user, tx);
       const scope = scopeOf(user);
       const buzz = await requireBuzz(scope, id, tx);
-      const presented = presentComment(
-        await commentsStore(tx, COMMENTED.buzz).add({ parent: buzz, author: me, text, at: deps.clock.now() }),
-      );
-      await deps.outbox.emit(tx, {
+      const comment = newComment({ parent: buzz, author: me, text, at: deps.clock.now() });
+      const presented = presentComment(commentRow(comment));
+      // Its event goes in the statement that adds it.
+      const event = deps.outbox.inStatement({
         ...scope,
         type: 'buzz.comment',
         data: { buzz: buzzRef(buzz), comment: presented },
         profileId: buzz.author_id,
       });
+      const { deliveries } = await commentsStore(tx, COMMENTED.buzz).add(comment, event);
+      event.made(tx, deliveries);
       return presented;
     },
 
