@@ -7,11 +7,10 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
 import { webhooksStore } from '../src/modules/webhooks/store.js';
 import { parseUsd } from '../src/platform/money.js';
-import type { EventInput } from '../src/platform/outbox.js';
+import { DeliveriesMade, type EventInput } from '../src/platform/outbox.js';
 import { inTransaction } from '../src/platform/transaction.js';
 import {
   callWithKey,
@@ -425,7 +424,7 @@ describe('webhook deliveries', () => {
           data: { text: outbox.hole('text'), made },
         });
         const parts = event.over('change', { text: sql.fragment`change.text` });
-        const { deliveries } = await tx.one(sql.type(z.object({ deliveries: z.number() }))`
+        const { deliveries } = await tx.one(sql.type(DeliveriesMade)`
           with change as (select ${text}::text as text where ${made}), ${parts.ctes}
           select ${parts.deliveries} as deliveries`);
         event.made(tx, deliveries);

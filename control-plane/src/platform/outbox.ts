@@ -37,6 +37,9 @@ export interface EventInput {
   profileId?: string;
 }
 
+/** The row of a statement carrying an event: the deliveries it made (`EventInStatement.deliveries`). */
+export const DeliveriesMade = z.object({ deliveries: z.number().int() });
+
 /** An event whose change is made by one statement, to go in that statement (see `inStatement`). */
 export interface EventInStatement {
   /**

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
-import type { EventInStatement } from '../../platform/outbox.js';
+import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CodeRow, OptOutRow, PhoneRow, SentMessageRow } from './schema.js';
 
@@ -12,7 +12,6 @@ interface Scope {
 }
 
 const Count = z.object({ count: z.number().int() });
-const Deliveries = z.object({ deliveries: z.number().int() });
 
 const phoneColumns = sql.fragment`user_id, phone, set_by, updated_at`;
 
@@ -109,7 +108,7 @@ export function messagingStore(db: Db) {
         returning id`;
       if (!code) return db.query(sql.unsafe`${record}`).then(() => ({ deliveries: 0 }));
       const event = code.delivered?.over('sent');
-      return db.one(sql.type(Deliveries)`
+      return db.one(sql.type(DeliveriesMade)`
         with sent as (${record})${event ? sql.fragment`, ${event.ctes}` : sql.fragment``}
         insert into otp_codes (app_id, mode, recipient, message_id, code_hash, expires_at)
         values (${scope.appId}, ${scope.mode}, ${send.recipient}, ${send.id}, ${sql.binary(code.hash)},

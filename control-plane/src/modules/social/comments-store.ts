@@ -1,8 +1,7 @@
 import { sql } from 'slonik';
-import { z } from 'zod';
 import type { Position } from '../../platform/cursors.js';
 import { newId } from '../../platform/ids.js';
-import type { EventInStatement } from '../../platform/outbox.js';
+import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CommentRow } from './schema.js';
 import { after } from './store.js';
@@ -71,7 +70,7 @@ export function commentsStore(db: Db, on: Commented) {
      */
     add: (comment: NewComment, added?: EventInStatement) => {
       const event = added?.over('comment');
-      return db.one(sql.type(z.object({ deliveries: z.number() }))`
+      return db.one(sql.type(DeliveriesMade)`
         with comment as (
           insert into ${comments} (id, ${parentKey}, author_pk, text, created_at)
           values (${comment.id}, ${comment.parent.pk}, ${comment.author.pk}, ${comment.text},

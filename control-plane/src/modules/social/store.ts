@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
-import type { EventInStatement } from '../../platform/outbox.js';
+import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
 import { type Db, plannedForItsValues } from '../../platform/transaction.js';
 import {
   BuzzRow,
@@ -92,7 +92,7 @@ export function socialStore(db: Db) {
       created: EventInStatement,
     ) => {
       const event = created.over('author', { username: sql.fragment`author.username` });
-      return db.maybeOne(sql.type(Author.extend({ deliveries: z.number() }))`
+      return db.maybeOne(sql.type(Author.merge(DeliveriesMade))`
         with author as (
           update profiles p set buzzes = p.buzzes + 1
           where ${inScope('p', scope)} and p.user_id = ${buzz.userId}
@@ -145,7 +145,7 @@ export function socialStore(db: Db) {
      */
     react: (buzzPk: number, profilePk: number, kind: string, at: Date, reacted: EventInStatement) => {
       const event = reacted.over('added', { reactions: sql.fragment`added.reactions` });
-      return db.one(sql.type(z.object({ reactions: z.number(), deliveries: z.number() }))`
+      return db.one(sql.type(DeliveriesMade.extend({ reactions: z.number() }))`
         with reaction as (
           insert into buzz_reactions (buzz_pk, profile_pk, kind, created_at)
           values (${buzzPk}, ${profilePk}, ${kind}, ${sql.timestamp(at)})
