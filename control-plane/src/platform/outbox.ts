@@ -58,6 +58,18 @@ export interface EventInStatement {
 }
 
 /**
+ * The parts of a statement's event when it may have none: its CTEs after the statement's own (with
+ * their comma, or nothing) and its count of deliveries (or 0).
+ */
+export function eventPartsIfAny(event: EventInStatement | undefined, cte: string) {
+  const parts = event?.over(cte);
+  return {
+    moreCtes: parts ? sql.fragment`, ${parts.ctes}` : sql.fragment``,
+    deliveries: parts?.deliveries ?? sql.fragment`0`,
+  };
+}
+
+/**
  * The transactional outbox. A product says what happened with `emit`, inside the transaction of the
  * change: the event, and one pending delivery for each of the app's enabled endpoints (same mode)
  * that wants it, commit with the change or not at all; an event no endpoint wants is not kept.

@@ -330,15 +330,17 @@ export function createMessagingService(deps: {
       }
       // Only a delivered code replaces the live one: an undelivered send leaves the earlier code working.
       // One that reached an online client at once says so in the statement that records it.
-      const liveCode = codeHash && {
-        hash: codeHash,
-        expiresAt,
-        ...(outcome.arrivedAt && {
-          delivered: deps.outbox.inStatement(
-            otpDelivered(principal, id, input.to, recipient.userId, outcome.arrivedAt),
-          ),
-        }),
-      };
+      const liveCode = codeHash
+        ? {
+            hash: codeHash,
+            expiresAt,
+            ...(outcome.arrivedAt && {
+              delivered: deps.outbox.inStatement(
+                otpDelivered(principal, id, input.to, recipient.userId, outcome.arrivedAt),
+              ),
+            }),
+          }
+        : undefined;
       const { deliveries } = await store.recordSend(
         principal,
         {
@@ -352,7 +354,7 @@ export function createMessagingService(deps: {
           ...outcome,
           at: now,
         },
-        liveCode || undefined,
+        liveCode,
       );
       liveCode?.delivered?.made(tx, deliveries);
       return {

@@ -2,7 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
-import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
+import { DeliveriesMade, type EventInStatement, eventPartsIfAny } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CodeRow, OptOutRow, PhoneRow, SentMessageRow } from './schema.js';
 
@@ -107,16 +107,16 @@ export function messagingStore(db: Db) {
                 ${send.arrivedAt && sql.timestamp(send.arrivedAt)}, ${sql.timestamp(send.at)})
         returning id`;
       if (!code) return db.query(sql.unsafe`${record}`).then(() => ({ deliveries: 0 }));
-      const event = code.delivered?.over('sent');
+      const event = eventPartsIfAny(code.delivered, 'sent');
       return db.one(sql.type(DeliveriesMade)`
-        with sent as (${record})${event ? sql.fragment`, ${event.ctes}` : sql.fragment``}
+        with sent as (${record})${event.moreCtes}
         insert into otp_codes (app_id, mode, recipient, message_id, code_hash, expires_at)
         values (${scope.appId}, ${scope.mode}, ${send.recipient}, ${send.id}, ${sql.binary(code.hash)},
                 ${sql.timestamp(code.expiresAt)})
         on conflict (app_id, mode, recipient) do update
           set message_id = excluded.message_id, code_hash = excluded.code_hash,
               expires_at = excluded.expires_at, failed_attempts = 0
-        returning ${event?.deliveries ?? sql.fragment`0`} as deliveries`);
+        returning ${event.deliveries} as deliveries`);
     },
 
     /** The recipient's code, locked until the transaction ends (one verification at a time). */

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import type { Position } from '../../platform/cursors.js';
 import { newId } from '../../platform/ids.js';
-import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
+import { DeliveriesMade, type EventInStatement, eventPartsIfAny } from '../../platform/outbox.js';
 import type { Db } from '../../platform/transaction.js';
 import { CommentRow } from './schema.js';
 import { after } from './store.js';
@@ -69,7 +69,7 @@ export function commentsStore(db: Db, on: Commented) {
      * in one statement. Answers the deliveries the event made.
      */
     add: (comment: NewComment, added?: EventInStatement) => {
-      const event = added?.over('comment');
+      const event = eventPartsIfAny(added, 'comment');
       return db.one(sql.type(DeliveriesMade)`
         with comment as (
           insert into ${comments} (id, ${parentKey}, author_pk, text, created_at)
@@ -78,8 +78,8 @@ export function commentsStore(db: Db, on: Commented) {
           returning id
         ), counted as (
           update ${parents} set ${counter} = ${counter} + 1 where pk = ${comment.parent.pk}
-        )${event ? sql.fragment`, ${event.ctes}` : sql.fragment``}
-        select ${event?.deliveries ?? sql.fragment`0`} as deliveries`);
+        )${event.moreCtes}
+        select ${event.deliveries} as deliveries`);
     },
 
     /** Newest first, after a cursor's position. */

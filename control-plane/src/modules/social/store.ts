@@ -138,7 +138,6 @@ export function socialStore(db: Db) {
           returning gone.pk`)
       )?.pk ?? null,
 
-    /** Sets the profile's reaction; answers whether it is new and the buzz's reactions after it. */
     /**
      * Sets the profile's reaction to a buzz and counts it when new, with `reacted` (the event of a new
      * reaction, its count filled in here) in the same statement. Answers the buzz's reactions.
