@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { Agent, request as httpRequest } from 'node:http';
 import { createWebhookSender } from '../control-plane/src/adapters/webhook-sender.js';
-import { signatureHeaders } from '../control-plane/src/modules/webhooks/signatures.js';
+import { signatureHeaders, signingKeys } from '../control-plane/src/modules/webhooks/signatures.js';
 import { runConcurrently } from './support.js';
 
 const calls = Number(process.argv[2] ?? 10_000);
@@ -46,12 +46,10 @@ const sender = createWebhookSender({
 const agent = new Agent({ keepAlive: true, timeout: 4_000 });
 const body = JSON.stringify({ id: 'evt_bench', type: 'ping', data: { text: 'x'.repeat(300) } });
 const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
-const headers = {
-  'content-type': 'application/json',
-  ...signatureHeaders(secret, 'evt_bench', body, new Date()),
-};
+const headers = signatureHeaders(signingKeys(secret), 'evt_bench', body, new Date());
 const bareHeaders = {
   ...headers,
+  'content-type': 'application/json',
   'User-Agent': userAgent,
   'Content-Length': String(Buffer.byteLength(body)),
 };

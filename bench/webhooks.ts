@@ -29,7 +29,7 @@ import { Worker } from 'node:worker_threads';
 import { loadSettings } from '../control-plane/src/config/load.js';
 import { type ContainerOptions, createContainer } from '../control-plane/src/container.js';
 import { DEFAULT_DELIVERY_OPTIONS } from '../control-plane/src/modules/webhooks/delivery.js';
-import { signatureHeaders } from '../control-plane/src/modules/webhooks/signatures.js';
+import { signatureHeaders, signingKeys } from '../control-plane/src/modules/webhooks/signatures.js';
 import { newId } from '../control-plane/src/platform/ids.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { clockYearsAhead, createCustomer } from '../control-plane/test/support.js';
@@ -127,7 +127,7 @@ const floorRequests = Array.from({ length: events }, (_, i) => {
   });
   const headers = {
     'content-type': 'application/json',
-    ...signatureHeaders(endpoint.secret, id, body, clock.now()),
+    ...signatureHeaders(signingKeys(endpoint.secret), id, body, clock.now()),
     'User-Agent': 'svc-webhooks/1',
     'Content-Length': String(Buffer.byteLength(body)),
   };

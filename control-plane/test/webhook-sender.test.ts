@@ -16,7 +16,10 @@ import {
 
 interface Received {
   method: string;
+  url: string;
   headers: IncomingHttpHeaders;
+  /** Header names as sent, once per header line. */
+  headerNames: string[];
   body: string;
 }
 
@@ -66,7 +69,9 @@ async function receiver(
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const received = {
       method: request.method ?? '',
+      url: request.url ?? '',
       headers: request.headers,
+      headerNames: request.rawHeaders.filter((_value, index) => index % 2 === 0).map((n) => n.toLowerCase()),
       body: Buffer.concat(chunks).toString(),
     };
     state.received.push(received);
@@ -94,13 +99,13 @@ function sender(options: Partial<WebhookSenderOptions> = {}): WebhookSender {
 }
 
 function delivery(url: string, body = '{"type":"ping"}'): WebhookRequest {
-  return { url, headers: { 'Content-Type': 'application/json', 'X-Signature': 'v1=abc' }, body };
+  return { url, headers: { 'X-Signature': 'v1=abc' }, body };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('a webhook delivery', () => {
-  it('POSTs the body with the caller headers, User-Agent and Content-Length, and keeps the answer', async () => {
+  it('POSTs the JSON body to the path and query with the caller headers, Host, User-Agent and Content-Length, and keeps the answer', async () => {
     const target = await receiver((response, request) => response.end(`ok: ${request.body}`));
     const outcome = await sender().send(delivery(target.url, '{"note":"été"}'));
 
@@ -112,6 +117,7 @@ describe('a webhook delivery', () => {
     });
     const [request] = target.received;
     expect(request?.method).toBe('POST');
+    expect(request?.url).toBe('/hooks/in?x=1');
     expect(request?.body).toBe('{"note":"été"}');
     expect(request?.headers).toMatchObject({
       'content-type': 'application/json',
@@ -120,6 +126,11 @@ describe('a webhook delivery', () => {
       'content-length': String(Buffer.byteLength('{"note":"été"}')),
       host: `127.0.0.1:${target.port}`,
     });
+    // Each once, and the connection kept alive for the next delivery.
+    expect(request?.headerNames.sort()).toEqual(
+      ['connection', 'content-length', 'content-type', 'host', 'user-agent', 'x-signature'].sort(),
+    );
+    expect(request?.headers.connection).toBe('keep-alive');
   });
 
   it('reports a 500 as a response with its body', async () => {

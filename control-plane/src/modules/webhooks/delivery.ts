@@ -12,7 +12,7 @@ import {
   RETRY_JITTER,
 } from './schema.js';
 import { presentEndpoint } from './service.js';
-import { signatureHeaders } from './signatures.js';
+import { type SigningKeys, signatureHeaders, signingKeys } from './signatures.js';
 import { type ClaimedRow, type EndpointState, type SuccessRecord, webhooksStore } from './store.js';
 
 export interface DeliveryOptions {
@@ -103,8 +103,8 @@ export function createWebhookDelivery(deps: {
   const options = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
   /** Each remembered endpoint's attempt time (ms, a moving average), most lately used last. */
   const paces = new Map<string, number>();
-  /** Signing secrets opened, by their sealed bytes as the endpoints' cache holds them. */
-  const opened = new WeakMap<Buffer, string>();
+  /** Signing secrets opened, as their keys, by their sealed bytes as the endpoints' cache holds them. */
+  const opened = new WeakMap<Buffer, SigningKeys>();
 
   /** Endpoints whose last claim found fewer due deliveries than it had room for: none to claim ahead. */
   const drained = new Set<string>();
@@ -215,11 +215,11 @@ export function createWebhookDelivery(deps: {
     // An operator may have turned plain http off since the endpoint was registered.
     if (endpoint.url.startsWith('http:') && !(row.mode === 'test' && deps.allowHttp))
       return refused('invalid-url', 'plain http:// is not allowed for this endpoint any more');
-    let secret = opened.get(endpoint.secret_sealed);
+    let keys = opened.get(endpoint.secret_sealed);
     try {
-      if (secret === undefined) {
-        secret = deps.sealer.open(endpoint.secret_sealed, row.endpoint_id);
-        opened.set(endpoint.secret_sealed, secret);
+      if (keys === undefined) {
+        keys = signingKeys(deps.sealer.open(endpoint.secret_sealed, row.endpoint_id));
+        opened.set(endpoint.secret_sealed, keys);
       }
     } catch {
       deps.log.error(
@@ -228,10 +228,7 @@ export function createWebhookDelivery(deps: {
       );
       return refused('secret-unavailable', 'the signing secret cannot be opened: rotate it');
     }
-    const headers = {
-      'content-type': 'application/json',
-      ...signatureHeaders(secret, row.event_id, row.body, at),
-    };
+    const headers = signatureHeaders(keys, row.event_id, row.body, at);
     return deps.sender.send({ url: endpoint.url, headers, body: row.body });
   }
 
