@@ -7,6 +7,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
 import { webhooksStore } from '../src/modules/webhooks/store.js';
 import { parseUsd } from '../src/platform/money.js';
@@ -542,6 +543,29 @@ describe('webhook deliveries', () => {
     expect(down.received).toHaveLength(17);
   });
 
+  it('take their queue rows and attempts with them when their event or their endpoint goes', async () => {
+    const hook = await receiver(() => ({ status: 500 }));
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    const first = await emit(ctx, { appId: customer.app.id });
+    const second = await emit(ctx, { appId: customer.app.id });
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(2);
+    const deliveryIds = [...first.deliveryIds, ...second.deliveryIds];
+    const left = () =>
+      ctx.container.pool.one(
+        sql.type(z.object({ queued: z.number(), attempts: z.number() }))`
+          select (select count(*) from webhook_due where delivery_id = any(${sql.array(deliveryIds, 'text')}))::int as queued,
+                 (select count(*) from webhook_attempts where delivery_id = any(${sql.array(deliveryIds, 'text')}))::int as attempts`,
+      );
+    // Each failed once: queued for its retry, with its attempt.
+    expect(await left()).toEqual({ queued: 2, attempts: 2 });
+    // As the retention pruner deletes an event.
+    await ctx.container.pool.query(sql.unsafe`delete from webhook_events where id = ${first.id}`);
+    expect(await left()).toEqual({ queued: 1, attempts: 1 });
+    await callWithKey(ctx.app, customer.token, 'DELETE', `/v1/webhooks/${endpoint.id}`);
+    expect(await left()).toEqual({ queued: 0, attempts: 0 });
+  });
+
   it('hold a slow endpoint to its concurrency limit while another endpoint gets its events', async () => {
     const limited = await startTestApp({ clock: futureClock(), delivery: { perEndpoint: 2 } });
     contexts.push(limited);
@@ -567,8 +591,8 @@ describe('webhook deliveries', () => {
     for (let i = 0; i < 40; i += 1) await emit(own, { appId: customer.app.id });
     const unclaimed = () =>
       own.container.pool.oneFirst(sql.unsafe`
-        select count(*)::int from webhook_deliveries
-        where endpoint_id = ${endpoint.id} and status = 'pending' and next_attempt_at <= ${sql.timestamp(own.clock.now())}`);
+        select count(*)::int from webhook_due
+        where endpoint_id = ${endpoint.id} and due_at <= ${sql.timestamp(own.clock.now())}`);
     const all = own.container.webhookDelivery.deliverDue();
     await slow.waitFor(1, 5_000);
     // Not yet seen: as if each attempt took the whole 5 s, 8 at a time start 16 in half the 20 s a
@@ -629,7 +653,7 @@ describe('webhook deliveries', () => {
     await emit(own, { appId: customer.app.id });
     const store = webhooksStore(own.container.pool);
     const now = own.clock.now();
-    const claim = (until: Date) =>
+    const claim = (until: Date, start: string) =>
       store.claimDue({
         now: until,
         claimUntil: new Date(until.getTime() + 30_000),
@@ -637,10 +661,12 @@ describe('webhook deliveries', () => {
         rooms: new Map(),
         unseenRoom: 10,
         skip: [],
+        start,
       });
-    const [first] = await claim(now);
+    const [first] = await claim(now, '');
     const lapsed = new Date(now.getTime() + 31_000);
-    const [second] = await claim(lapsed);
+    // Looking through endpoints from past the last id: round the end to the first, and on.
+    const [second] = await claim(lapsed, 'x');
     expect(second?.id).toBe(first?.id);
     const success = (claimedUntil: Date) => ({
       deliveryId: first!.id,

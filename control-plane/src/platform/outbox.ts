@@ -148,11 +148,15 @@ export function createOutbox(deps: { clock: Clock }) {
           returning id
         ),
         outbox_deliveries as (
-          insert into webhook_deliveries (id, event_id, endpoint_id, status, next_attempt_at, created_at)
+          insert into webhook_deliveries (id, event_id, endpoint_id, status, created_at)
           select 'whd_' || replace(gen_random_uuid()::text, '-', ''), outbox_event.id, outbox_endpoints.id,
-                 'pending', ${at}, ${at}
+                 'pending', ${at}
           from outbox_event, outbox_endpoints
-          returning id
+          returning id, endpoint_id
+        ),
+        outbox_due as (
+          insert into webhook_due (delivery_id, endpoint_id, due_at, created_at, ping)
+          select id, endpoint_id, ${at}, ${at}, ${event.type === 'ping'} from outbox_deliveries
         )`,
     };
   }

@@ -119,8 +119,9 @@ describe('SIGTERM', () => {
       container.pool.one(
         sql.type(z.object({ succeeded: z.number(), held: z.number() }))`
           select count(*) filter (where d.status = 'succeeded')::int as succeeded,
-                 count(*) filter (where d.status = 'pending' and d.next_attempt_at > now())::int as held
+                 count(*) filter (where q.due_at > now())::int as held
           from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
+          left join webhook_due q on q.delivery_id = d.id
           where e.app_id = ${customer.app.id}`,
       );
     const atExit = await deliveries();

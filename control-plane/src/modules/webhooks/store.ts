@@ -1,4 +1,4 @@
-import { type SqlToken, sql } from 'slonik';
+import { sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -10,7 +10,8 @@ const endpointColumns = sql.fragment`
   failing_since, created_at, updated_at`;
 
 const deliveryColumns = sql.fragment`
-  d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.failures, d.next_attempt_at, d.created_at,
+  d.id, d.event_id, ev.type as event_type, d.endpoint_id, d.status, d.failures,
+  (select q.due_at from webhook_due q where q.delivery_id = d.id) as next_attempt_at, d.created_at,
   (select count(*) from webhook_attempts a where a.delivery_id = d.id)::int as attempt_count`;
 
 const attemptColumns = sql.fragment`
@@ -21,14 +22,26 @@ const after = (position: Position | undefined, alias = sql.fragment``) =>
     ? sql.fragment`and (${alias}created_at, ${alias}id) < (${sql.timestamp(position.createdAt)}, ${position.id})`
     : sql.fragment``;
 
+/** Endpoints a claim looks through for due deliveries, beyond those the worker names. */
+const ENDPOINTS_EXPLORED = 1_000;
+
 /**
- * A delivery (`d`) still held by the claim that ends `until`: its next_attempt_at is that end, which
- * only a pending delivery has (the table's check). Said no more than that: with `status = 'pending'`
- * the planner may walk the partial due index, every due row against every claim, which it estimates
- * as one row while the table is young (52 ms to record 56 attempts with 1,833 due, instead of looking
- * each one up by its id).
+ * Queue rows (`q`) still held by these claims: each looked up by its id, and its claim's end checked
+ * against the row's (a claim lapsed and taken again ends later). Never a join with the claims: the
+ * queue is empty between bursts, its statistics say so, and a planner that believes them walks the
+ * whole queue once for each claim (1.2 s to record 93 successes behind a backlog of 20,000).
  */
-const stillClaimed = (until: SqlToken) => sql.fragment`d.next_attempt_at = ${until}`;
+function stillHeld(claims: readonly Claim[]) {
+  const ids = sql.array(
+    claims.map((claim) => claim.id),
+    'text',
+  );
+  const ends = sql.array(
+    claims.map((claim) => claim.claimedUntil.toISOString()),
+    'timestamptz',
+  );
+  return sql.fragment`q.delivery_id = any(${ids}) and q.due_at = (${ends})[array_position(${ids}, q.delivery_id)]`;
+}
 
 /** A claimed delivery with what its attempt needs. */
 export const ClaimedRow = z.object({
@@ -181,15 +194,23 @@ export function webhooksStore(db: Db) {
      */
     redeliver: (id: string, at: Date) =>
       db.query(sql.unsafe`
-        update webhook_deliveries set status = 'pending', failures = 0, next_attempt_at = ${sql.timestamp(at)}
-        where id = ${id} and status <> 'pending'`),
+        with delivery as (
+          update webhook_deliveries set status = 'pending', failures = 0
+          where id = ${id} and status <> 'pending'
+          returning id, event_id, endpoint_id, created_at
+        )
+        insert into webhook_due (delivery_id, endpoint_id, due_at, created_at, ping)
+        select delivery.id, delivery.endpoint_id, ${sql.timestamp(at)}, delivery.created_at, ev.type = 'ping'
+        from delivery join webhook_events ev on ev.id = delivery.event_id`),
 
     /**
      * Takes up to `limit` due deliveries for this worker until `claimUntil` (another worker takes
-     * one again only if this one stopped before recording its attempt), no more of each endpoint
-     * than its room (`rooms`; `unseenRoom` for an endpoint not in it), none of the endpoints in
-     * `skip`: a slow endpoint cannot fill the worker. Only the first due rows are looked at (twice
-     * `limit`, skipped endpoints left out), so a claim costs the same whatever the backlog.
+     * one again only if this one stopped before recording its attempt), the first due of each
+     * endpoint up to its room (`rooms`; `unseenRoom` for an endpoint not in it), none of the
+     * endpoints in `skip`. Each endpoint's due rows are looked up on their own, so an endpoint's
+     * backlog never lengthens the claim of another's; the endpoints looked through are those in
+     * `rooms` and up to ENDPOINTS_EXPLORED others with queued deliveries, from `start` on (round the
+     * end and back): a random start reaches every endpoint in turn however many there are.
      * A disabled endpoint's deliveries wait (its test pings still go).
      */
     claimDue: (claim: {
@@ -199,55 +220,76 @@ export function webhooksStore(db: Db) {
       rooms: ReadonlyMap<string, number>;
       unseenRoom: number;
       skip: readonly string[];
+      start: string;
     }) => {
       const now = sql.timestamp(claim.now);
+      const due = sql.fragment`q.due_at <= ${now}
+        -- Past the events' retention a delivery is about to go with its event: never sent.
+        and q.created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})`;
       return db.any(sql.type(ClaimedRow)`
-        with candidates as materialized (
-          select ranked.id, ranked.next_attempt_at from (
-            select d.id, d.endpoint_id, d.next_attempt_at,
-                   row_number() over (partition by d.endpoint_id order by d.next_attempt_at) as rank
-            from (
-              select d.id, d.endpoint_id, d.next_attempt_at
-              from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
-              where d.status = 'pending' and d.next_attempt_at <= ${now}
-                -- Past the events' retention a delivery is about to go with its event: never sent.
-                and d.created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})
-                and d.endpoint_id <> all(${sql.array(claim.skip, 'text')})
-                -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go.
-                -- (Before the limit: waiting deliveries must never fill the rows looked at.)
-                and (e.enabled or exists (select 1 from webhook_events ev where ev.id = d.event_id and ev.type = 'ping'))
-              order by d.next_attempt_at
-              limit ${claim.limit * 2}
-            ) d
-          ) ranked
+        with recursive explored (id, first, n) as (
+          -- One index probe an endpoint: the next endpoint id in the queue, or the first once past the end.
+          select s.id, s.id, 1 from (
+            select coalesce((select min(endpoint_id) from webhook_due where endpoint_id > ${claim.start}),
+                            (select min(endpoint_id) from webhook_due)) as id
+          ) s
+          where s.id is not null
+          union all
+          select next.id, explored.first, explored.n + 1
+          from explored, lateral (
+            select coalesce((select min(q.endpoint_id) from webhook_due q where q.endpoint_id > explored.id),
+                            (select min(q.endpoint_id) from webhook_due q)) as id
+          ) next
+          where explored.n < ${ENDPOINTS_EXPLORED} and next.id <> explored.first
+        ),
+        targets as (
+          select e.id, e.enabled, least(coalesce(rooms.room, ${claim.unseenRoom}), ${claim.limit}) as room
+          from (
+            select id from explored
+            union
+            select unnest(${sql.array([...claim.rooms.keys()], 'text')})
+          ) t
+          join webhook_endpoints e on e.id = t.id
           left join unnest(${sql.array([...claim.rooms.keys()], 'text')},
                            ${sql.array([...claim.rooms.values()], 'int4')}) as rooms (endpoint_id, room)
-            using (endpoint_id)
-          where ranked.rank <= coalesce(rooms.room, ${claim.unseenRoom})
+            on rooms.endpoint_id = t.id
+          where t.id <> all(${sql.array(claim.skip, 'text')})
         ),
-        due as (
+        candidates as (
+          select c.delivery_id from targets, lateral (
+            -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go, found
+            -- by their own index: its backlog is never walked.
+            (select q.delivery_id, q.due_at from webhook_due q
+             where targets.enabled and q.endpoint_id = targets.id and ${due}
+             order by q.due_at limit targets.room)
+            union all
+            (select q.delivery_id, q.due_at from webhook_due q
+             where not targets.enabled and q.ping and q.endpoint_id = targets.id and ${due}
+             order by q.due_at limit targets.room)
+          ) c
+        ),
+        claimable as (
           -- Said again on the locked row: a row another worker claimed since this statement's
-          -- snapshot is checked again in its new version, and skipped.
-          -- Each candidate looked up by its id. Pending is said as neither end, which the due index
-          -- (partial on pending) cannot serve: a plan through it walks the due rows for each candidate,
-          -- or tests every due row against all of them (twice the claim's time, for a claim of 512).
-          -- Locked in due order until the limit: rows other workers are claiming are skipped, and the
-          -- next candidates take their place.
-          select d.id from candidates c join webhook_deliveries d on d.id = c.id
-          where d.status not in ('succeeded', 'failed') and d.next_attempt_at <= ${now}
-          order by c.next_attempt_at
+          -- snapshot is checked again in its new version, and skipped. Locked in due order until the
+          -- limit: rows other workers are claiming are skipped, and the next candidates take their place.
+          -- Rows looked up by their ids (= any): joined, the planner cannot tell how few the candidates
+          -- are, and reads the whole queue for them (55 ms a claim behind a backlog of 20,000).
+          select q.delivery_id from webhook_due q
+          where q.delivery_id = any(array(select delivery_id from candidates)) and q.due_at <= ${now}
+          order by q.due_at
           limit ${claim.limit}
-          for update of d skip locked
+          for update skip locked
         ),
         claimed as (
-          update webhook_deliveries d set next_attempt_at = ${sql.timestamp(claim.claimUntil)}
-          from due where d.id = due.id
-          returning d.id, d.event_id, d.endpoint_id, d.failures
+          update webhook_due q set due_at = ${sql.timestamp(claim.claimUntil)}
+          where q.delivery_id = any(array(select delivery_id from claimable))
+          returning q.delivery_id
         )
-        select claimed.*, ev.type as event_type, ev.body, e.app_id, e.mode
+        select d.id, d.event_id, d.endpoint_id, d.failures, ev.type as event_type, ev.body, e.app_id, e.mode
         from claimed
-        join webhook_events ev on ev.id = claimed.event_id
-        join webhook_endpoints e on e.id = claimed.endpoint_id`);
+        join webhook_deliveries d on d.id = claimed.delivery_id
+        join webhook_events ev on ev.id = d.event_id
+        join webhook_endpoints e on e.id = d.endpoint_id`);
     },
 
     endpointState: (id: string) =>
@@ -257,42 +299,37 @@ export function webhooksStore(db: Db) {
 
     /**
      * Gives claimed deliveries back, due now (a worker that stops before sending them, an endpoint
-     * disabled meanwhile); one another worker took since is left alone.
+     * disabled meanwhile); one another worker took since is left alone: a claim is known by its end,
+     * the queue row's due_at while it holds.
      */
     releaseClaims: (claims: readonly Claim[], now: Date) =>
       db.query(sql.unsafe`
-        update webhook_deliveries d set next_attempt_at = ${sql.timestamp(now)}
-        from ${sql.unnest(
-          claims.map((claim) => [claim.id, claim.claimedUntil.toISOString()]),
-          ['text', 'timestamptz'],
-        )} as released (id, claimed_until)
-        where d.id = released.id and ${stillClaimed(sql.fragment`released.claimed_until`)}`),
+        update webhook_due q set due_at = ${sql.timestamp(now)} where ${stillHeld(claims)}`),
 
     /**
-     * Records successful attempts together, in one statement: each delivery done, its attempt, and
-     * the failing streak of their endpoints ended (written only where there was one, so that
-     * successes to a healthy endpoint never queue on its row). A delivery no longer held by its claim
-     * (deleted, or taken by another worker after the claim lapsed) is left as it is.
+     * Records successful attempts together, in one statement: each delivery out of the queue and
+     * done, its attempt, and the failing streak of their endpoints ended (written only where there
+     * was one, so that successes to a healthy endpoint never queue on its row). A delivery no longer
+     * held by its claim (deleted, or taken by another worker after the claim lapsed) is left as it is.
      */
     recordSuccesses: (records: readonly SuccessRecord[]) =>
       db.query(sql.unsafe`
         with done as (
           select * from ${sql.unnest(
-            records.map((r) => [
-              r.deliveryId,
-              r.claimedUntil.toISOString(),
-              r.at.toISOString(),
-              r.statusCode,
-              r.latencyMs,
-              r.excerpt,
-            ]),
-            ['text', 'timestamptz', 'timestamptz', 'int4', 'int4', 'text'],
-          )} as done (delivery_id, claimed_until, attempted_at, status_code, latency_ms, response_excerpt)
+            records.map((r) => [r.deliveryId, r.at.toISOString(), r.statusCode, r.latencyMs, r.excerpt]),
+            ['text', 'timestamptz', 'int4', 'int4', 'text'],
+          )} as done (delivery_id, attempted_at, status_code, latency_ms, response_excerpt)
+        ),
+        dequeued as (
+          delete from webhook_due q
+          where ${stillHeld(records.map((r) => ({ id: r.deliveryId, claimedUntil: r.claimedUntil })))}
+          returning q.delivery_id, q.endpoint_id
         ),
         deliveries as (
-          update webhook_deliveries d set status = 'succeeded', next_attempt_at = null
-          from done
-          where d.id = done.delivery_id and ${stillClaimed(sql.fragment`done.claimed_until`)}
+          -- Attempts are written for the deliveries updated, and so held until commit: one deleted
+          -- meanwhile has none written, and a deletion waits for them and takes them too.
+          update webhook_deliveries d set status = 'succeeded'
+          from dequeued where d.id = dequeued.delivery_id
           returning d.id, d.endpoint_id
         ),
         attempts as (
@@ -305,7 +342,7 @@ export function webhooksStore(db: Db) {
 
     /**
      * Records a failed attempt and what follows from it, in one statement: the delivery failed for
-     * good (no `nextAttemptAt`) or waits for its retry; the endpoint's failing streak goes on.
+     * good (out of the queue) or waits for its retry; the endpoint's failing streak goes on.
      * Returns since when the endpoint has been failing, or nothing when the delivery is no longer
      * held by its claim (deleted, or taken by another worker after the claim lapsed).
      */
@@ -319,14 +356,22 @@ export function webhooksStore(db: Db) {
       latencyMs: number;
       excerpt: string;
       nextAttemptAt: Date | null;
-    }) =>
-      db.maybeOneFirst(
+    }) => {
+      const held = stillHeld([{ id: attempt.deliveryId, claimedUntil: attempt.claimedUntil }]);
+      return db.maybeOneFirst(
         sql.type(z.object({ failing_since: z.date() }))`
-          with delivery as (
+          with queued as (
+            ${
+              attempt.nextAttemptAt
+                ? sql.fragment`update webhook_due q set due_at = ${sql.timestamp(attempt.nextAttemptAt)} where ${held}`
+                : sql.fragment`delete from webhook_due q where ${held}`
+            }
+            returning q.delivery_id
+          ),
+          delivery as (
             update webhook_deliveries d
-            set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = d.failures + 1,
-                next_attempt_at = ${attempt.nextAttemptAt ? sql.timestamp(attempt.nextAttemptAt) : null}
-            where d.id = ${attempt.deliveryId} and ${stillClaimed(sql.timestamp(attempt.claimedUntil))}
+            set status = ${attempt.nextAttemptAt ? 'pending' : 'failed'}, failures = d.failures + 1
+            from queued where d.id = queued.delivery_id
             returning d.id
           ),
           attempt as (
@@ -338,7 +383,8 @@ export function webhooksStore(db: Db) {
           update webhook_endpoints set failing_since = coalesce(failing_since, ${sql.timestamp(attempt.at)})
           where id = ${attempt.endpointId} and exists (select 1 from delivery)
           returning failing_since`,
-      ),
+      );
+    },
 
     /** Disables an endpoint that kept failing, unless something changed it meanwhile. */
     disableFailing: (id: string, failingBefore: Date, at: Date) =>
