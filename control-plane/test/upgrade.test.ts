@@ -85,6 +85,21 @@ async function columnsOf(table: string, options: { written?: boolean } = {}): Pr
 }
 
 /**
+ * Columns a migration since the previous release moved to another table: each value must be there,
+ * in `into.column` of the row whose `into.key` is the old row's `key`.
+ */
+const MOVED = [
+  {
+    table: 'webhook_deliveries',
+    column: 'next_attempt_at',
+    key: 'id',
+    into: { table: 'webhook_due', column: 'due_at', key: 'delivery_id' },
+  },
+];
+
+const movedFrom = (table: string) => MOVED.filter((moved) => moved.table === table);
+
+/**
  * Every row of a table as JSON of the given columns, in a stable order: without the pool's statement
  * timeout, as the copy, for the whole shared test database may be big and the machine busy.
  */
@@ -102,6 +117,16 @@ async function rowsOf(table: string, columns: readonly string[]): Promise<string
   return [...rows].sort();
 }
 
+/** A column's values by the rows' key, where set, each as JSON: `rowsOf` of those two columns. */
+async function valuesByKey(table: string, key: string, column: string) {
+  return Object.fromEntries(
+    (await rowsOf(table, [key, column]))
+      .map((row) => JSON.parse(row) as Record<string, unknown>)
+      .filter((row) => row[column] !== null)
+      .map((row) => [row[key], row[column]]),
+  );
+}
+
 describe('an upgrade from the previous release', () => {
   it('keeps every row of a database in use, and the services read them', async () => {
     // Data made by the services themselves on the shared test schema: an account with money and keys,
@@ -112,6 +137,15 @@ describe('an upgrade from the previous release', () => {
     await inTransaction(ctx.container.pool, (tx) =>
       ctx.container.orgs.upsertOrg(principal, { externalId: 'acme', name: 'Acme' }, tx),
     );
+    // A webhook delivery still to be sent (its receiver never answers: a name nothing resolves).
+    const scope = { appId: customer.app.id, mode: 'live' as const };
+    await ctx.container.webhooks.create(scope, {
+      url: 'https://hooks.invalid/in',
+      event_types: ['buzz.created'],
+    });
+    await inTransaction(ctx.container.pool, (tx) =>
+      ctx.container.outbox.emit(tx, { ...scope, type: 'buzz.created', data: { id: 'bz_upgrade' } }),
+    );
 
     await runMigrations(scratch, await migrationsUpTo(PREVIOUS_RELEASE));
     const tables = await tablesInOrder();
@@ -121,25 +155,47 @@ describe('an upgrade from the previous release', () => {
       await tx.query(sql.unsafe`set transaction isolation level repeatable read`);
       await tx.query(sql.unsafe`set local statement_timeout = 0`);
       for (const table of tables) {
-        const columns = (await columnsOf(table, { written: true })).map((column) => sql.identifier([column]));
+        const columns = await columnsOf(table, { written: true });
+        // A column moved since is read from where it is now.
+        const values = columns.map((column) => {
+          const moved = MOVED.find((m) => m.table === table && m.column === column);
+          if (!moved) return sql.identifier([column]);
+          return sql.fragment`(select ${sql.identifier([moved.into.column])} from ${sql.identifier(['public', moved.into.table])}
+            where ${sql.identifier([moved.into.key])} = ${sql.identifier(['source', moved.key])})`;
+        });
         await tx.query(sql.unsafe`
-          insert into ${sql.identifier([schema, table])} (${sql.join(columns, sql.fragment`, `)})
+          insert into ${sql.identifier([schema, table])} (${sql.join(
+            columns.map((column) => sql.identifier([column])),
+            sql.fragment`, `,
+          )})
           overriding system value
-          select ${sql.join(columns, sql.fragment`, `)} from ${sql.identifier(['public', table])}`);
+          select ${sql.join(values, sql.fragment`, `)} from ${sql.identifier(['public', table])} source`);
       }
     });
+    // Rows as they are, but for the columns moved, whose values are kept apart to find where they went.
     const before = new Map<string, { columns: readonly string[]; rows: string[] }>();
+    const movedValues = new Map<(typeof MOVED)[number], Record<string, unknown>>();
     for (const table of tables) {
-      const columns = await columnsOf(table);
+      const moving = movedFrom(table).map((moved) => moved.column);
+      const columns = (await columnsOf(table)).filter((column) => !moving.includes(column));
       before.set(table, { columns, rows: await rowsOf(table, columns) });
+      for (const moved of movedFrom(table))
+        movedValues.set(moved, await valuesByKey(table, moved.key, moved.column));
     }
     expect(before.get('accounts')!.rows.length).toBeGreaterThan(0);
     expect(before.get('orgs')!.rows.length).toBeGreaterThan(0);
+    expect(Object.keys(movedValues.get(MOVED[0]!)!).length).toBeGreaterThan(0);
 
     const applied = await runMigrations(scratch);
     expect(applied[0]! > PREVIOUS_RELEASE).toBe(true);
     for (const [table, { columns, rows }] of before)
       expect({ table, rows: await rowsOf(table, columns) }).toEqual({ table, rows });
+    // A column moved is where it went, with every value.
+    for (const [moved, values] of movedValues)
+      expect({
+        moved: moved.column,
+        values: await valuesByKey(moved.into.table, moved.into.key, moved.into.column),
+      }).toEqual({ moved: moved.column, values });
 
     // The new release's services on the upgraded data: the key still opens, the balance is there.
     const upgraded: Core = await createCore(testSettings({ SVC_DATABASE_URL: scratchUrl }));

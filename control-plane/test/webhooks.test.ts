@@ -70,6 +70,34 @@ function emit(on: TestContext, event: Partial<EventInput> & { appId: string }) {
   );
 }
 
+/**
+ * An app on a clock `yearsAhead` of its own (no other test's delivery is due there), with an endpoint
+ * and one event emitted to it; `claim` claims due deliveries as a worker would and answers the claim
+ * of that event's delivery, if it took it (an earlier run of the same test may have left some due).
+ */
+async function withOneDelivery(yearsAhead: number) {
+  const own = await startTestApp({ clock: clockYearsAhead(yearsAhead) });
+  contexts.push(own);
+  const hook = await receiver();
+  const { customer, endpoint } = await customerWithEndpoint(hook.url, {}, { on: own });
+  const {
+    deliveryIds: [deliveryId],
+  } = await emit(own, { appId: customer.app.id });
+  const claim = (now: Date, start = '') =>
+    inTransaction(own.container.pool, (tx) =>
+      webhooksStore(tx).claimDue({
+        now,
+        claimUntil: new Date(now.getTime() + 30_000),
+        limit: 1_000,
+        rooms: new Map(),
+        unseenRoom: 10,
+        skip: [],
+        start,
+      }),
+    ).then((rows) => rows.find((row) => row.id === deliveryId));
+  return { own, hook, customer, endpoint, deliveryId: deliveryId!, claim };
+}
+
 const specSignature = (secret: string, body: string) =>
   `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
@@ -645,28 +673,14 @@ describe('webhook deliveries', () => {
   }, 60_000);
 
   it('write nothing for a claim that lapsed and was taken again, and redeliver once however often asked', async () => {
-    // A clock of its own distance: only this test's delivery is due for the claims below.
-    const own = await startTestApp({ clock: clockYearsAhead(11) });
-    contexts.push(own);
-    const hook = await receiver();
-    const { customer, endpoint } = await customerWithEndpoint(hook.url, {}, { on: own });
-    await emit(own, { appId: customer.app.id });
+    const { own, hook, customer, endpoint, claim } = await withOneDelivery(11);
     const store = webhooksStore(own.container.pool);
     const now = own.clock.now();
-    const claim = (until: Date, start: string) =>
-      store.claimDue({
-        now: until,
-        claimUntil: new Date(until.getTime() + 30_000),
-        limit: 10,
-        rooms: new Map(),
-        unseenRoom: 10,
-        skip: [],
-        start,
-      });
-    const [first] = await claim(now, '');
+    const first = await claim(now);
     const lapsed = new Date(now.getTime() + 31_000);
     // Looking through endpoints from past the last id: round the end to the first, and on.
-    const [second] = await claim(lapsed, 'x');
+    const second = await claim(lapsed, 'x');
+    expect(first).toBeDefined();
     expect(second?.id).toBe(first?.id);
     const success = (claimedUntil: Date) => ({
       deliveryId: first!.id,
@@ -695,6 +709,52 @@ describe('webhook deliveries', () => {
     own.clock.set(new Date(lapsed.getTime() + 31_000));
     await own.container.webhookDelivery.deliverDue();
     expect(hook.received).toHaveLength(1);
+  });
+
+  it('record an attempt beside the deletion of its endpoint, neither waiting for the other', async () => {
+    const { own, endpoint, deliveryId, claim } = await withOneDelivery(13);
+    const now = own.clock.now();
+    expect(await claim(now)).toBeDefined();
+    let recording: Promise<unknown> | undefined;
+    // A deletion's locks a step at a time, in its order: the endpoint, its delivery (the foreign key's
+    // cascade), then the queue row (the trigger). The record starts while it holds the first two.
+    // A connection of its own with a transaction begun by hand: slonik refuses the pool's other
+    // connections inside one of its transactions.
+    await own.container.pool.connect(async (deletion) => {
+      await deletion.query(sql.unsafe`begin`);
+      const pid = await deletion.oneFirst(
+        sql.type(z.object({ pid: z.number() }))`select pg_backend_pid() as pid`,
+      );
+      await deletion.query(sql.unsafe`select from webhook_endpoints where id = ${endpoint.id} for update`);
+      await deletion.query(sql.unsafe`select from webhook_deliveries where id = ${deliveryId} for update`);
+      recording = webhooksStore(own.container.pool).recordSuccesses([
+        {
+          deliveryId,
+          claimedUntil: new Date(now.getTime() + 30_000),
+          endpointId: endpoint.id,
+          at: now,
+          statusCode: 200,
+          latencyMs: 1,
+          excerpt: '',
+        },
+      ]);
+      const waitingForDeletion = sql.type(z.object({ waiting: z.number() }))`
+        select count(*)::int as waiting from pg_stat_activity where ${pid} = any(pg_blocking_pids(pid))`;
+      for (let tries = 0; (await own.container.pool.oneFirst(waitingForDeletion)) === 0; tries += 1) {
+        if (tries > 100) throw new Error('the record never waited for the deletion');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await deletion.query(sql.unsafe`delete from webhook_due where delivery_id = ${deliveryId}`);
+      await deletion.query(sql.unsafe`delete from webhook_deliveries where id = ${deliveryId}`);
+      await deletion.query(sql.unsafe`commit`);
+    });
+    // No deadlock (which would fail one of the two), and nothing recorded for the delivery deleted.
+    await recording;
+    const attempts = await own.container.pool.oneFirst(
+      sql.type(z.object({ count: z.number() }))`
+        select count(*)::int as count from webhook_attempts where delivery_id = ${deliveryId}`,
+    );
+    expect(attempts).toBe(0);
   });
 
   it('from two control planes send each of 1,000 events exactly once', async () => {

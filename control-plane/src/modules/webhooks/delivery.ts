@@ -417,16 +417,18 @@ export function createWebhookDelivery(deps: {
           const unseenRoom = share('', slots);
           const now = deps.clock.now();
           const claimedUntil = new Date(now.getTime() + options.claimMs);
-          const claimed = await webhooksStore(deps.pool).claimDue({
-            now,
-            claimUntil: claimedUntil,
-            limit: room,
-            rooms,
-            unseenRoom,
-            skip,
-            // Endpoints past those the claim looks through are reached from another random start.
-            start: newId('whe'),
-          });
+          const claimed = await inTransaction(deps.pool, (tx) =>
+            webhooksStore(tx).claimDue({
+              now,
+              claimUntil: claimedUntil,
+              limit: room,
+              rooms,
+              unseenRoom,
+              skip,
+              // Endpoints past those the claim looks through are reached from another random start.
+              start: newId('whe'),
+            }),
+          );
           const got = new Map<string, number>();
           for (const row of claimed) {
             const queue = waiting.get(row.endpoint_id) ?? [];
@@ -467,7 +469,10 @@ export function createWebhookDelivery(deps: {
       };
     },
 
-    /** Sends every due delivery and waits until their attempts are recorded (tests, the admin CLI). */
+    /**
+     * Sends every due delivery and waits until their attempts are recorded (tests, the admin CLI): of
+     * every endpoint while fewer than a claim looks at have some due (store's ENDPOINTS_EXPLORED).
+     */
     deliverDue: async (): Promise<void> => {
       for (;;) {
         const claimed = await pump();

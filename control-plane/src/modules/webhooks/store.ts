@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type SqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -22,8 +22,10 @@ const after = (position: Position | undefined, alias = sql.fragment``) =>
     ? sql.fragment`and (${alias}created_at, ${alias}id) < (${sql.timestamp(position.createdAt)}, ${position.id})`
     : sql.fragment``;
 
-/** Endpoints a claim looks through for due deliveries, beyond those the worker names. */
+/** Endpoints with something to send that a claim looks for, beyond those the worker names. */
 const ENDPOINTS_EXPLORED = 1_000;
+/** Endpoints with queued deliveries a claim looks through at most to find them (3 index probes each). */
+const ENDPOINTS_WALKED = 20_000;
 
 /**
  * Queue rows (`q`) still held by these claims: each looked up by its id, and its claim's end checked
@@ -42,6 +44,34 @@ function stillHeld(claims: readonly Claim[]) {
   );
   return sql.fragment`q.delivery_id = any(${ids}) and q.due_at = (${ends})[array_position(${ids}, q.delivery_id)]`;
 }
+
+/**
+ * The claims' endpoints (shared: recording never changes their keys) and then their deliveries,
+ * each in id order, locked before anything of their queue rows (a CTE for the statement to read
+ * first, `locked`). A deletion takes the same order: the endpoint, its deliveries (the foreign key's
+ * cascade), then their queue rows and attempts (the trigger); a record that took a queue row or a
+ * delivery first could wait for it while it waited for the record.
+ */
+function lockDeliveries(claims: readonly Claim[], endpointIds: readonly string[]) {
+  return sql.fragment`locked_endpoints as (
+    select id from webhook_endpoints where id = any(${sql.array([...new Set(endpointIds)], 'text')})
+    order by id
+    for key share
+  ),
+  locked as (
+    select id from webhook_deliveries
+    where id = any(${sql.array(
+      claims.map((claim) => claim.id),
+      'text',
+    )})
+      and endpoint_id = any(array(select id from locked_endpoints))
+    order by id
+    for no key update
+  )`;
+}
+
+/** Of the queue rows (`q`), those of the deliveries `locked` holds: read first, as an InitPlan. */
+const ofLocked = sql.fragment`q.delivery_id = any(array(select id from locked))`;
 
 /** A claimed delivery with what its attempt needs. */
 export const ClaimedRow = z.object({
@@ -208,12 +238,13 @@ export function webhooksStore(db: Db) {
      * one again only if this one stopped before recording its attempt), the first due of each
      * endpoint up to its room (`rooms`; `unseenRoom` for an endpoint not in it), none of the
      * endpoints in `skip`. Each endpoint's due rows are looked up on their own, so an endpoint's
-     * backlog never lengthens the claim of another's; the endpoints looked through are those in
-     * `rooms` and up to ENDPOINTS_EXPLORED others with queued deliveries, from `start` on (round the
-     * end and back): a random start reaches every endpoint in turn however many there are.
-     * A disabled endpoint's deliveries wait (its test pings still go).
+     * backlog never lengthens the claim of another's. The endpoints looked at are those in `rooms`
+     * and up to ENDPOINTS_EXPLORED others with something to send, found by walking the endpoints with
+     * queued deliveries from `start` on (round the end and back, ENDPOINTS_WALKED at most): from a
+     * random start, past those numbers, every endpoint is still reached within a few claims.
+     * A disabled endpoint's deliveries wait (its test pings still go). Run it in a transaction.
      */
-    claimDue: (claim: {
+    claimDue: async (claim: {
       now: Date;
       claimUntil: Date;
       limit: number;
@@ -226,24 +257,42 @@ export function webhooksStore(db: Db) {
       const due = sql.fragment`q.due_at <= ${now}
         -- Past the events' retention a delivery is about to go with its event: never sent.
         and q.created_at > ${now} - make_interval(days => ${EVENT_RETENTION_DAYS})`;
+      // Whether an endpoint has a delivery due that it takes: any when enabled, a ping when disabled.
+      const sendable = (endpointId: SqlToken) => sql.fragment`coalesce((
+        select case when e.enabled
+                    then exists (select from webhook_due q where q.endpoint_id = e.id and ${due})
+                    else exists (select from webhook_due q where q.endpoint_id = e.id and q.ping and ${due}) end
+        from webhook_endpoints e where e.id = ${endpointId}), false)`;
+      // The queue is empty between bursts and vacuumed so; its statistics then say it holds no row,
+      // and a planner believing them reads all of an endpoint's due rows through a bitmap, to sort
+      // them, rather than walking its index in due order for the few it takes (130 ms, not 10, for a
+      // claim of 393 behind 19,000). Bitmap scans are off for the claim's transaction.
+      await db.query(sql.unsafe`set local enable_bitmapscan = off`);
       return db.any(sql.type(ClaimedRow)`
-        with recursive explored (id, first, n) as (
-          -- One index probe an endpoint: the next endpoint id in the queue, or the first once past the end.
-          select s.id, s.id, 1 from (
+        with recursive walk (id, first, walked, found, sendable) as (
+          -- Each step the next endpoint id in the queue (the first once past the end), and whether it
+          -- has something to send: endpoints waiting for retries or kept disabled are walked past
+          -- without counting towards those a claim looks for.
+          select s.id, s.id, 1, sendable::int, sendable from (
             select coalesce((select min(endpoint_id) from webhook_due where endpoint_id > ${claim.start}),
                             (select min(endpoint_id) from webhook_due)) as id
-          ) s
+          ) s, lateral (select ${sendable(sql.fragment`s.id`)} as sendable) c
           where s.id is not null
           union all
-          select next.id, explored.first, explored.n + 1
-          from explored, lateral (
-            select coalesce((select min(q.endpoint_id) from webhook_due q where q.endpoint_id > explored.id),
+          select next.id, walk.first, walk.walked + 1, walk.found + c.sendable::int, c.sendable
+          from walk, lateral (
+            select coalesce((select min(q.endpoint_id) from webhook_due q where q.endpoint_id > walk.id),
                             (select min(q.endpoint_id) from webhook_due q)) as id
-          ) next
-          where explored.n < ${ENDPOINTS_EXPLORED} and next.id <> explored.first
+          ) next, lateral (select ${sendable(sql.fragment`next.id`)} as sendable) c
+          where walk.walked < ${ENDPOINTS_WALKED} and walk.found < ${ENDPOINTS_EXPLORED} and next.id <> walk.first
         ),
+        explored as (select id from walk where sendable),
         targets as (
-          select e.id, e.enabled, least(coalesce(rooms.room, ${claim.unseenRoom}), ${claim.limit}) as room
+          select e.id, e.enabled, least(coalesce(rooms.room, ${claim.unseenRoom}), ${claim.limit}) as room,
+                 case when e.enabled
+                      then (select min(q.due_at) from webhook_due q where q.endpoint_id = e.id and ${due})
+                      else (select min(q.due_at) from webhook_due q where q.endpoint_id = e.id and q.ping and ${due})
+                 end as first_due
           from (
             select id from explored
             union
@@ -255,32 +304,42 @@ export function webhooksStore(db: Db) {
             on rooms.endpoint_id = t.id
           where t.id <> all(${sql.array(claim.skip, 'text')})
         ),
+        chosen as (
+          -- The endpoints due first, until their rooms hold twice the limit: many endpoints with
+          -- backlogs must not have each one's room read, to take the limit of them all.
+          select * from (
+            select targets.*, coalesce(sum(room) over (order by first_due, id
+                                                       rows between unbounded preceding and 1 preceding), 0) as before
+            from targets where first_due is not null
+          ) ordered
+          where before < ${claim.limit * 2}
+        ),
         candidates as (
-          select c.delivery_id from targets, lateral (
+          -- Locked here, each endpoint's first due rows by its own index: skipped when another worker
+          -- is claiming them (the next ones take their place), and the due time said again on a row
+          -- claimed since this statement's snapshot, which is then skipped too.
+          select c.delivery_id, c.due_at from chosen targets, lateral (
             -- A disabled endpoint keeps its deliveries for when it is enabled; only its pings go, found
             -- by their own index: its backlog is never walked.
-            (select q.delivery_id, q.due_at from webhook_due q
-             where targets.enabled and q.endpoint_id = targets.id and ${due}
-             order by q.due_at limit targets.room)
+            select * from (
+              select q.delivery_id, q.due_at from webhook_due q
+              where targets.enabled and q.endpoint_id = targets.id and ${due}
+              order by q.due_at limit targets.room
+              for update skip locked
+            ) enabled
             union all
-            (select q.delivery_id, q.due_at from webhook_due q
-             where not targets.enabled and q.ping and q.endpoint_id = targets.id and ${due}
-             order by q.due_at limit targets.room)
+            select * from (
+              select q.delivery_id, q.due_at from webhook_due q
+              where not targets.enabled and q.ping and q.endpoint_id = targets.id and ${due}
+              order by q.due_at limit targets.room
+              for update skip locked
+            ) pings
           ) c
         ),
-        claimable as (
-          -- Said again on the locked row: a row another worker claimed since this statement's
-          -- snapshot is checked again in its new version, and skipped. Locked in due order until the
-          -- limit: rows other workers are claiming are skipped, and the next candidates take their place.
-          -- Rows looked up by their ids (= any): joined, the planner cannot tell how few the candidates
-          -- are, and reads the whole queue for them (55 ms a claim behind a backlog of 20,000).
-          select q.delivery_id from webhook_due q
-          where q.delivery_id = any(array(select delivery_id from candidates)) and q.due_at <= ${now}
-          order by q.due_at
-          limit ${claim.limit}
-          for update skip locked
-        ),
+        claimable as (select delivery_id from candidates order by due_at limit ${claim.limit}),
         claimed as (
+          -- By id (= any), which only the primary key serves, whatever the queue's statistics say: it
+          -- is empty between bursts, and a planner believing it walked all of it for each claim.
           update webhook_due q set due_at = ${sql.timestamp(claim.claimUntil)}
           where q.delivery_id = any(array(select delivery_id from claimable))
           returning q.delivery_id
@@ -312,17 +371,22 @@ export function webhooksStore(db: Db) {
      * was one, so that successes to a healthy endpoint never queue on its row). A delivery no longer
      * held by its claim (deleted, or taken by another worker after the claim lapsed) is left as it is.
      */
-    recordSuccesses: (records: readonly SuccessRecord[]) =>
-      db.query(sql.unsafe`
+    recordSuccesses: (records: readonly SuccessRecord[]) => {
+      const claims = records.map((r) => ({ id: r.deliveryId, claimedUntil: r.claimedUntil }));
+      return db.query(sql.unsafe`
         with done as (
           select * from ${sql.unnest(
             records.map((r) => [r.deliveryId, r.at.toISOString(), r.statusCode, r.latencyMs, r.excerpt]),
             ['text', 'timestamptz', 'int4', 'int4', 'text'],
           )} as done (delivery_id, attempted_at, status_code, latency_ms, response_excerpt)
         ),
+        ${lockDeliveries(
+          claims,
+          records.map((r) => r.endpointId),
+        )},
         dequeued as (
           delete from webhook_due q
-          where ${stillHeld(records.map((r) => ({ id: r.deliveryId, claimedUntil: r.claimedUntil })))}
+          where ${ofLocked} and ${stillHeld(claims)}
           returning q.delivery_id, q.endpoint_id
         ),
         deliveries as (
@@ -338,7 +402,8 @@ export function webhooksStore(db: Db) {
           from done join deliveries on deliveries.id = done.delivery_id
         )
         update webhook_endpoints set failing_since = null
-        where id in (select endpoint_id from deliveries) and failing_since is not null`),
+        where id in (select endpoint_id from deliveries) and failing_since is not null`);
+    },
 
     /**
      * Records a failed attempt and what follows from it, in one statement: the delivery failed for
@@ -357,10 +422,12 @@ export function webhooksStore(db: Db) {
       excerpt: string;
       nextAttemptAt: Date | null;
     }) => {
-      const held = stillHeld([{ id: attempt.deliveryId, claimedUntil: attempt.claimedUntil }]);
+      const claims = [{ id: attempt.deliveryId, claimedUntil: attempt.claimedUntil }];
+      const held = sql.fragment`${ofLocked} and ${stillHeld(claims)}`;
       return db.maybeOneFirst(
         sql.type(z.object({ failing_since: z.date() }))`
-          with queued as (
+          with ${lockDeliveries(claims, [attempt.endpointId])},
+          queued as (
             ${
               attempt.nextAttemptAt
                 ? sql.fragment`update webhook_due q set due_at = ${sql.timestamp(attempt.nextAttemptAt)} where ${held}`
