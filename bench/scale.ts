@@ -433,7 +433,7 @@ targets.forEach((target, i) => {
 });
 
 console.log(
-  '\nmemory per unit in MiB: VmRSS of its process; PSS of it and its children (PostgreSQL backends, extauth bridges) after the load, and before it',
+  '\nmemory per unit in MiB: VmRSS of its process; PSS of it and its children (PostgreSQL backends, external-auth programs) after the load, and before it',
 );
 for (const target of targets) {
   const before = new Map(memoryBefore.get(target.profile)!.map((m) => [m.unit, m]));

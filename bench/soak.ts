@@ -15,7 +15,7 @@
  *   public-data reads (buzzes, a profile, search, moments, the balance);
  *   app users signing in (a user token, a profile upsert), then buzzing and updating their profile
  *     with that token (priced writes), as a client does for a while;
- *   chat credentials, one in four followed by a real XMPP login over WebSocket (the auth bridge asks
+ *   chat credentials, one in four followed by a real XMPP login over WebSocket (ejabberd asks
  *     the control plane);
  *   LiveKit tokens;
  *   storage: reserve, PUT of 4 KiB to MinIO, complete, a signed read URL, GET from MinIO, removal;
@@ -634,7 +634,7 @@ const [PARENT, UTIME, STIME, CUTIME, CSTIME] = [1, 11, 12, 13, 14];
 
 /**
  * CPU ticks so far of each server of the stack: its process and those below it (PostgreSQL's
- * backends, ejabberd's auth bridges), plus the children it has reaped.
+ * backends, ejabberd's external-auth programs), plus the children it has reaped.
  */
 function serverTicks(): Map<string, number> {
   const processes = new Map<number, number[]>();

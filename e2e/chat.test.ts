@@ -1,6 +1,6 @@
 /**
  * Real logins to the bundled ejabberd over WebSocket with credentials minted by the running
- * control plane; ejabberd asks the control plane about every login through the auth bridge.
+ * control plane; ejabberd asks the control plane about every login.
  */
 import { xml } from '@xmpp/client';
 import { describe, expect, it } from 'vitest';

@@ -1,8 +1,8 @@
 // A trivial external-auth program, for the login benchmark only (the test profile's accept-all.local
 // host, infra/src/servers/ejabberd.ts): "yes" to every auth and isuser question, whoever asks with
-// whatever password, and "no" to every other op, at once and without asking anybody. It speaks the
-// bridge's own framing (extauth-protocol.mjs), so that bench/chat-logins.ts can set logins through the
-// bridge against logins through ejabberd's external auth that cost nothing beyond the protocol.
+// whatever password, and "no" to every other op, at once and without asking anybody. It speaks
+// ejabberd's external-auth framing (extauth-protocol.mjs), so that bench/chat-logins.ts can set logins
+// decided by the control plane against logins whose check costs next to nothing.
 // Never for a real host.
 //
 //   node accept-all-auth.mjs

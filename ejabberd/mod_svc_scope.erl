@@ -105,8 +105,9 @@ depends(_Host, _Opts) -> [].
 
 %% The control plane's external component (XEP-0114), the only sender whose deliveries are taken.
 mod_opt_type(messaging_host) -> econf:either(none, econf:domain());
-%% The JSON file {url, secret} of the control plane's internal listener (the auth bridge's own):
-%% where org policy questions go. Without it, org identities reach nobody.
+%% The JSON file {url, secret} of the control plane's internal listener (svc_control_plane): where
+%% org policy questions and, for ejabberd_auth_svc_control_plane, logins go. Without it, org
+%% identities reach nobody and no chat user can sign in.
 mod_opt_type(control_plane) -> econf:either(none, econf:file()).
 
 mod_options(_Host) -> [{messaging_host, none}, {control_plane, none}].
@@ -381,41 +382,21 @@ may_reach(Key, FromUser, ToUser) ->
 
 %% {ok, Allowed} is kept in the cache; a failure ({nocache, false}) refuses this stanza only.
 ask_control_plane(FromUser, ToUser) ->
-    case persistent_term:get({?MODULE, control_plane}, none) of
-        none ->
+    case svc_control_plane:post(?HTTP_PROFILE, "/internal/ejabberd/reach",
+                                #{from => FromUser, to => ToUser}, 3000) of
+        {ok, #{<<"ok">> := Allowed}} when is_boolean(Allowed) ->
+            {ok, Allowed};
+        {error, not_configured} ->
             {nocache, false};
-        {Url, Secret} ->
-            Body = jiffy:encode(#{from => FromUser, to => ToUser}),
-            Request = {Url, [{"authorization", "Bearer " ++ Secret}], "application/json", Body},
-            case httpc:request(post, Request, [{timeout, 3000}, {connect_timeout, 1000}],
-                               [{body_format, binary}], ?HTTP_PROFILE) of
-                {ok, {{_, 200, _}, _, Answer}} ->
-                    case jiffy:decode(Answer, [return_maps]) of
-                        #{<<"ok">> := Allowed} when is_boolean(Allowed) -> {ok, Allowed};
-                        _ -> {nocache, false}
-                    end;
-                Other ->
-                    ?WARNING_MSG("The control plane did not answer an org policy question: ~p", [Other]),
-                    {nocache, false}
-            end
+        Other ->
+            ?WARNING_MSG("The control plane did not answer an org policy question: ~p", [Other]),
+            {nocache, false}
     end.
 
 start_reach(Host) ->
     ets_cache:new(?REACH_CACHE, [{max_size, 200000}, {life_time, ?REACH_TTL_MS}]),
-    case inets:start(httpc, [{profile, ?HTTP_PROFILE}]) of
-        {ok, _} -> ok;
-        {error, {already_started, _}} -> ok
-    end,
-    httpc:set_options([{max_sessions, 16}, {keep_alive_timeout, 30000}], ?HTTP_PROFILE),
-    case gen_mod:get_module_opt(Host, ?MODULE, control_plane) of
-        none ->
-            ok;
-        File ->
-            {ok, Json} = file:read_file(File),
-            #{<<"url">> := Url, <<"secret">> := Secret} = jiffy:decode(Json, [return_maps]),
-            persistent_term:put({?MODULE, control_plane},
-                                {binary_to_list(Url) ++ "/internal/ejabberd/reach", binary_to_list(Secret)})
-    end.
+    svc_control_plane:start_profile(?HTTP_PROFILE, 16),
+    svc_control_plane:configure(gen_mod:get_module_opt(Host, ?MODULE, control_plane)).
 
 %% The org changed (its policy, a member, a team): every node forgets its answers about it.
 flush_org(Key) ->

@@ -2,8 +2,8 @@
 #
 # Debian 12's own ejabberd package (23.01, Erlang/OTP 25), the same build the native runner uses,
 # rather than upstream's Alpine image: one server version, one set of behaviours to test against.
-# Node.js runs the external-auth bridge (ejabberd/extauth-bridge.mjs; Debian 12's nodejs is 18.x,
-# which the bridge supports), and erlc compiles the app-scoping module (ejabberd/mod_svc_scope.erl).
+# erlc compiles our modules (ejabberd/*.erl); Node.js (Debian 12's 18.x) runs the start script's small
+# steps and the health check.
 FROM debian:bookworm-slim
 
 # Package scripts must not try to start the distro's ejabberd service during the build (Debian's
@@ -36,38 +36,37 @@ RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d \
 COPY infra/compose/ejabberd.yml /etc/ejabberd/ejabberd.yml
 RUN chown root:ejabberd /etc/ejabberd/ejabberd.yml && chmod 0640 /etc/ejabberd/ejabberd.yml
 
-# mod_svc_scope, compiled against this image's own ejabberd and xmpp headers, and the auth bridge.
-# Neither dir is named ejabberd*: OTP would take a code path dir of that name for ejabberd's lib dir.
+# Our modules, compiled against this image's own ejabberd and xmpp headers. The dir is not named
+# ejabberd*: OTP would take a code path dir of that name for ejabberd's lib dir.
 COPY ejabberd/mod_svc_scope.erl ejabberd/svc_conversations.erl ejabberd/svc_circles.erl \
-     ejabberd/ejabberd_auth_svc_api.erl /tmp/
-COPY ejabberd/extauth-bridge.mjs ejabberd/extauth-protocol.mjs /usr/local/lib/svc-extauth/
+     ejabberd/ejabberd_auth_svc_api.erl ejabberd/ejabberd_auth_svc_control_plane.erl \
+     ejabberd/svc_control_plane.erl /tmp/svc-modules/
 RUN install -d /usr/local/lib/mod_svc_scope/ebin \
     && erlc -pa /usr/lib/ejabberd-erl-libs/ejabberd-23.01/ebin \
         -I /usr/lib/ejabberd-erl-libs/ejabberd-23.01/include \
         -I "$(echo /usr/lib/erlang/lib/p1_xmpp-*/include)" \
-        -o /usr/local/lib/mod_svc_scope/ebin /tmp/mod_svc_scope.erl /tmp/svc_conversations.erl \
-        /tmp/svc_circles.erl /tmp/ejabberd_auth_svc_api.erl \
-    && rm /tmp/mod_svc_scope.erl /tmp/svc_conversations.erl /tmp/svc_circles.erl /tmp/ejabberd_auth_svc_api.erl
+        -o /usr/local/lib/mod_svc_scope/ebin /tmp/svc-modules/*.erl \
+    && rm -r /tmp/svc-modules
 
-# The container's start: the bridge takes a config file (as on the native path), so this writes one
-# from the environment that compose.yaml passes (EXTAUTH_URL, EXTAUTH_SECRET), readable by ejabberd
-# only, turns the API accounts' secrets into the digests ejabberd_auth_svc_api reads
+# The container's start: mod_svc_scope takes the control plane's address and secret from a file (as on
+# the native path), so this writes one from the environment that compose.yaml passes
+# (CONTROL_PLANE_URL, CONTROL_PLANE_SECRET), readable by ejabberd only, turns the API accounts' secrets into the digests ejabberd_auth_svc_api reads
 # (SVC_EJABBERD_API_ACCOUNTS), writes the component listener's password (EJABBERD_COMPONENT_SECRET)
 # as the macro that ejabberd.yml includes from /run/svc-ejabberd (ejabberd.yml cannot read the
 # environment; JSON is YAML), then starts the CMD without any secret in its environment.
-RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-extauth /run/svc-ejabberd \
+RUN install -d -o ejabberd -g ejabberd -m 0700 /run/svc-ejabberd \
     && printf '%s\n' \
         '#!/bin/sh' \
         'set -eu' \
-        ': "${EXTAUTH_URL:?set EXTAUTH_URL}" "${EXTAUTH_SECRET:?set EXTAUTH_SECRET}"' \
+        ': "${CONTROL_PLANE_URL:?set CONTROL_PLANE_URL}" "${CONTROL_PLANE_SECRET:?set CONTROL_PLANE_SECRET}"' \
         ': "${EJABBERD_API_SECRET:?set EJABBERD_API_SECRET}" "${EJABBERD_OPERATOR_SECRET:?set EJABBERD_OPERATOR_SECRET}"' \
         ': "${EJABBERD_COMPONENT_SECRET:?set EJABBERD_COMPONENT_SECRET}"' \
         'umask 077' \
-        'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ url: process.env.EXTAUTH_URL, secret: process.env.EXTAUTH_SECRET }))" /run/svc-extauth/extauth.json' \
+        'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ url: process.env.CONTROL_PLANE_URL, secret: process.env.CONTROL_PLANE_SECRET }))" /run/svc-ejabberd/control-plane.json' \
         'node -e "fs.writeFileSync(process.argv[1], JSON.stringify({ define_macro: { SVC_COMPONENT_SECRET: process.env.EJABBERD_COMPONENT_SECRET } }))" /run/svc-ejabberd/component-secret.yml' \
         'SVC_EJABBERD_API_ACCOUNTS="$(node -e "const d = (s) => require(\"crypto\").createHash(\"sha256\").update(s).digest(\"hex\"); process.stdout.write(\"svc-api=\" + d(process.env.EJABBERD_API_SECRET) + \",svc-operator=\" + d(process.env.EJABBERD_OPERATOR_SECRET))")"' \
         'export SVC_EJABBERD_API_ACCOUNTS' \
-        'exec env -u EXTAUTH_SECRET -u EJABBERD_API_SECRET -u EJABBERD_OPERATOR_SECRET -u EJABBERD_COMPONENT_SECRET "$@"' \
+        'exec env -u CONTROL_PLANE_SECRET -u EJABBERD_API_SECRET -u EJABBERD_OPERATOR_SECRET -u EJABBERD_COMPONENT_SECRET "$@"' \
         > /usr/local/bin/svc-ejabberd-start \
     && chmod 0755 /usr/local/bin/svc-ejabberd-start
 
@@ -99,8 +98,7 @@ EXPOSE 5275 5280 5281
 # `erl` is started directly, not through `ejabberdctl foreground`: that script keeps a shell as the
 # parent of the VM, which would swallow `docker stop`'s SIGTERM. Here the start script execs erl, and
 # erl execs into beam.smp, which answers SIGTERM with a clean init:stop (exit 0 in about a second).
-# tini is PID 1: it forwards signals and reaps the helper processes the VM spawns (epmd, the auth
-# bridge, inet_gethost).
+# tini is PID 1: it forwards signals and reaps the helper processes the VM spawns (epmd, inet_gethost).
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/svc-ejabberd-start"]
 CMD ["/usr/bin/erl", \
      "-sname", "ejabberd@localhost", \

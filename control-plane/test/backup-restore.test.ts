@@ -190,7 +190,7 @@ describe('npm run backup, then npm run restore into an empty stack', () => {
       SVC_PUBLIC_URL: source.container.settings.SVC_PUBLIC_URL,
     };
     target = await startTestApp({ settings: restoredSettings });
-    // The restored ejabberd's auth bridge asks this listener about logins.
+    // The restored ejabberd asks this listener about logins.
     await target.internal.listen({ host: '127.0.0.1', port: restoredSettings.SVC_INTERNAL_PORT });
     const asRestoredApp = (method: 'GET' | 'POST', url: string) =>
       callWithKey(target!.app, customer.token, method, url);
@@ -218,7 +218,7 @@ describe('npm run backup, then npm run restore into an empty stack', () => {
     expect(restoredProfile.json().username).toBe(username);
 
     // The chat account: known to ejabberd's isuser, its credential accepted by the restored ejabberd
-    // (through its auth bridge and this control plane), and its room there to join.
+    // (asked of this control plane), and its room there to join.
     const isuser = await target.internal.inject({
       method: 'POST',
       url: '/internal/ejabberd/auth',

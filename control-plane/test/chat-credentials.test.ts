@@ -15,7 +15,7 @@ afterAll(async () => {
 const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, token: string, payload?: object) =>
   callWithKey(ctx.app, token, method, url, payload);
 
-/** ejabberd's question as the external-auth bridge sends it. */
+/** ejabberd's question as its auth method sends it. */
 const ask = (body: object, secret = ctx.container.settings.SVC_EJABBERD_AUTH_SECRET) =>
   ctx.internal.inject({
     method: 'POST',
@@ -205,7 +205,7 @@ describe('POST /v1/realtime/chat/tokens', () => {
 });
 
 describe('the login callback', () => {
-  it('refuses a caller without the bridge’s own secret, and is not served on the public listener', async () => {
+  it('refuses a caller without ejabberd’s own secret, and is not served on the public listener', async () => {
     const question = { op: 'isuser', user: 'x.y', server: 'chat.local' };
     expect((await ask(question, 'wrong')).statusCode).toBe(401);
     // MinIO's secret is MinIO's: it opens no other caller's door.

@@ -4,7 +4,7 @@ import { type Container, createContainer } from '../../control-plane/src/contain
 
 /**
  * The e2e tests drive the running test stack: the control plane process at SVC_PUBLIC_URL (which
- * ejabberd's auth bridge calls) and the real servers. Customers are made through the control
+ * ejabberd asks about logins) and the real servers. Customers are made through the control
  * plane's own services against the same database, as the admin CLI does.
  */
 export function stackSettings(): Settings {

@@ -14,7 +14,7 @@ describe('server selection', () => {
   it('starts every server, the control plane last, in both profiles', () => {
     const all = ['postgres', 'redis', 'ejabberd', 'livekit', 'minio', 'ai', 'control-plane'];
     expect(names(selectServers('dev', undefined))).toEqual(all);
-    // ejabberd's auth bridge asks the test profile's control plane about every e2e login.
+    // ejabberd asks the test profile's control plane about every e2e login.
     expect(names(selectServers('test', undefined))).toEqual(all);
   });
 

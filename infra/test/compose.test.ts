@@ -241,18 +241,18 @@ describe('compose.yaml', () => {
     expect(ejabberd.modules.mod_muc.host).toBe(controlPlane.SVC_CHAT_MUC_DOMAIN);
   });
 
-  composeIt("points ejabberd's auth bridge at the control plane, which it does not wait for", () => {
+  composeIt("points ejabberd's logins at the control plane, which it does not wait for", () => {
     const ejabberd = parse(readFileSync(ejabberdConfigFile, 'utf8')) as {
       auth_method: string[];
       auth_use_cache: boolean;
       modules: Record<string, unknown>;
     };
-    expect(ejabberd).toMatchObject({ auth_method: ['svc_api', 'external'], auth_use_cache: false });
+    expect(ejabberd).toMatchObject({ auth_method: ['svc_api', 'svc_control_plane'], auth_use_cache: false });
     expect(ejabberd.modules).toHaveProperty('mod_svc_scope');
     const controlPlane = environment('control-plane');
     expect(environment('ejabberd')).toEqual({
-      EXTAUTH_URL: `http://control-plane:${controlPlane.SVC_INTERNAL_PORT}`,
-      EXTAUTH_SECRET: controlPlane.SVC_EJABBERD_AUTH_SECRET,
+      CONTROL_PLANE_URL: `http://control-plane:${controlPlane.SVC_INTERNAL_PORT}`,
+      CONTROL_PLANE_SECRET: controlPlane.SVC_EJABBERD_AUTH_SECRET,
       EJABBERD_API_SECRET: controlPlane.SVC_EJABBERD_API_SECRET,
       EJABBERD_OPERATOR_SECRET: expect.stringMatching(/.{32}/),
       EJABBERD_COMPONENT_SECRET: controlPlane.SVC_MESSAGING_COMPONENT_SECRET,
@@ -668,7 +668,7 @@ describe('compose.scale.yaml', () => {
       `${internal}${MINIO_EVENTS_PATH}`,
     );
     for (const name of ['ejabberd-a', 'ejabberd-b'])
-      expect(environment(name, scale).EXTAUTH_URL, name).toBe(internal);
+      expect(environment(name, scale).CONTROL_PLANE_URL, name).toBe(internal);
   });
 
   composeIt('clusters the ejabberd nodes with one cookie, over their own network only', () => {
@@ -684,13 +684,13 @@ describe('compose.scale.yaml', () => {
       // As compose.yaml's node, plus the node's identity in the cluster.
       expect(env, name).toEqual({
         ...environment('ejabberd'),
-        EXTAUTH_URL: 'http://haproxy:8081',
+        CONTROL_PLANE_URL: 'http://haproxy:8081',
         EJABBERD_COOKIE: cookie,
         ERL_DIST_PORT: '4370',
         ERLANG_NODE_ARG: `ejabberd@${name}`,
         EJABBERD_DIST_ADDRESS: fixedAddress(name, 'cluster', scale),
       });
-      expect(env.EXTAUTH_SECRET).toBe(controlPlane.SVC_EJABBERD_AUTH_SECRET);
+      expect(env.CONTROL_PLANE_SECRET).toBe(controlPlane.SVC_EJABBERD_AUTH_SECRET);
       expect(env.EJABBERD_COMPONENT_SECRET).toBe(controlPlane.SVC_MESSAGING_COMPONENT_SECRET);
       // Both names resolve to the nodes' cluster addresses, wherever Erlang distribution runs.
       expect(hosts[name]).toBe(env.EJABBERD_DIST_ADDRESS);

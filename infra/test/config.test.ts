@@ -19,8 +19,9 @@ import { CONTROL_PLANE_HEAP_MIB, withHeapLimit } from '../src/servers/control-pl
 import {
   EXTAUTH_POOL_SIZE,
   ejabberd,
+  renderControlPlaneConfig,
   renderEjabberdConfig,
-  renderExtauthConfig,
+  shellCommand,
 } from '../src/servers/ejabberd.js';
 import { renderLivekitConfig } from '../src/servers/livekit.js';
 import { minio, minioEnvironment } from '../src/servers/minio.js';
@@ -104,10 +105,10 @@ describe('ejabberd config', () => {
       shaper_rules: Record<string, unknown>;
     };
     expect(modules).toMatchObject({
-      // Org policy questions go where the auth bridge's do, with its secret (its own file).
+      // Where logins and org policy questions go, with ejabberd's secret (a file of its own).
       mod_svc_scope: {
         messaging_host: 'notify.chat.local',
-        control_plane: expect.stringMatching(/extauth\.json$/),
+        control_plane: expect.stringMatching(/control-plane\.json$/),
       },
       mod_offline: { access_max_user_messages: 'max_user_offline_messages' },
       mod_privacy: {},
@@ -130,11 +131,15 @@ describe('ejabberd config', () => {
     expect(Object.keys(docker.modules).sort()).toEqual(Object.keys(native.modules).sort());
     for (const module of ['mod_offline', 'mod_privacy', 'mod_blocking', 'mod_private'])
       expect(docker.modules[module], module).toEqual(native.modules[module]);
-    // The same options; the auth bridge's file lives elsewhere in the image.
+    // The same options; the control plane's file lives elsewhere in the image.
     expect(docker.modules.mod_svc_scope).toEqual({
       ...(native.modules.mod_svc_scope as object),
-      control_plane: '/run/svc-extauth/extauth.json',
+      control_plane: '/run/svc-ejabberd/control-plane.json',
     });
+    expect((docker as unknown as { auth_method: string[] }).auth_method).toEqual([
+      'svc_api',
+      'svc_control_plane',
+    ]);
     expect(docker.shaper_rules).toEqual(native.shaper_rules);
     const componentHosts = (config: typeof native) =>
       config.listen
@@ -144,7 +149,7 @@ describe('ejabberd config', () => {
   });
 
   it('lets the API run for its accounts only, each with its commands, knowing their digests alone', () => {
-    expect(config).toContain('auth_method: [svc_api, external]');
+    expect(config).toContain('auth_method: [svc_api, svc_control_plane]');
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
       'what: [create_room_with_opts, change_room_option, set_room_affiliation, svc_revoke_user,\n' +
@@ -176,37 +181,26 @@ describe('ejabberd config', () => {
     expect(config).not.toContain('{{');
   });
 
-  it('asks the control plane about every login through the auth bridge, uncached', () => {
-    expect(config).toContain('auth_method: [svc_api, external]\n');
-    expect(config).toContain(
-      `extauth_program: "${process.execPath} ${join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs')} /repo/.stack/test/conf/extauth.json"`,
-    );
-    expect(config).toMatch(new RegExp(`^extauth_pool_size: ${EXTAUTH_POOL_SIZE}\n`, 'm'));
-    expect(config).toContain('auth_use_cache: false');
-    expect(JSON.parse(renderExtauthConfig(context('test')))).toEqual({
+  it('asks the control plane about every login from ejabberd itself, uncached', () => {
+    for (const rendered of [config, devConfig]) {
+      const parsed = parse(rendered) as Record<string, unknown>;
+      expect(parsed).toMatchObject({ auth_method: ['svc_api', 'svc_control_plane'], auth_use_cache: false });
+      // No external-auth programs of chat.local's: ejabberd_auth_svc_control_plane asks in process.
+      expect(parsed).not.toHaveProperty('extauth_program');
+      expect(parsed).not.toHaveProperty('extauth_pool_size');
+    }
+    expect(JSON.parse(renderControlPlaneConfig(context('test')))).toEqual({
       url: 'http://127.0.0.1:48011',
       secret: secrets.ejabberdAuthSecret,
     });
   });
 
-  it('quotes the bridge command for the shell that ejabberd runs it with', () => {
-    const root = `/tmp/a dir/it's "here"`;
-    const { extauth_program: program } = parse(renderEjabberdConfig(context('test', root))) as {
-      extauth_program: string;
-    };
-    const words = spawnSync('sh', ['-c', `printf '%s\\n' ${program}`], { encoding: 'utf8' }).stdout;
-    expect(words.trimEnd().split('\n')).toEqual([
-      process.execPath,
-      join(REPO_ROOT, 'ejabberd/extauth-bridge.mjs'),
-      join(root, '.stack/test/conf/extauth.json'),
-    ]);
-  });
-
-  it('sizes the bridge pool the same on the native and Docker stacks', () => {
-    for (const rendered of [config, devConfig])
-      expect(parse(rendered)).toMatchObject({ extauth_pool_size: EXTAUTH_POOL_SIZE });
-    const compose = parse(readFileSync(join(REPO_ROOT, 'infra/compose/ejabberd.yml'), 'utf8'));
-    expect(compose).toMatchObject({ extauth_pool_size: EXTAUTH_POOL_SIZE });
+  it('quotes a command for the shell that ejabberd runs external-auth programs with', () => {
+    const words = [process.execPath, `/tmp/a dir/it's "here"/accept-all-auth.mjs`, '$HOME'];
+    const split = spawnSync('sh', ['-c', `printf '%s\\n' ${shellCommand(words)}`], {
+      encoding: 'utf8',
+    }).stdout;
+    expect(split.trimEnd().split('\n')).toEqual(words);
   });
 
   it("adds the login benchmark's hosts in the test profile only", () => {
@@ -215,7 +209,7 @@ describe('ejabberd config', () => {
       host_config: Record<string, Record<string, unknown>>;
     };
     expect(hosts['bench.local']).toMatchObject({ auth_method: 'internal', auth_password_format: 'scram' });
-    // External auth that accepts anyone, with as many workers as the bridge.
+    // External auth that accepts anyone, with as many workers as chat.local's external auth had.
     expect(hosts['accept-all.local']).toMatchObject({
       auth_method: 'external',
       extauth_program: `${process.execPath} ${join(REPO_ROOT, 'ejabberd/accept-all-auth.mjs')}`,

@@ -57,10 +57,7 @@ export const SettingsSchema = Type.Object({
   }),
   SVC_DATABASE_URL: Url('PostgreSQL connection URL.'),
   SVC_REDIS_URL: Url('Redis connection URL.'),
-  SVC_EJABBERD_AUTH_SECRET: Secret(
-    "Bearer secret of the ejabberd auth bridge's calls (internal listener).",
-    32,
-  ),
+  SVC_EJABBERD_AUTH_SECRET: Secret("Bearer secret of ejabberd's login questions (internal listener).", 32),
   SVC_MINIO_WEBHOOK_SECRET: Secret("Bearer secret of MinIO's bucket events (internal listener).", 32),
   SVC_SHIELD_HASH_KEY: Secret("HMAC key of the shield's client-address hashes.", 32),
   SVC_EJABBERD_API_URL: Url('Internal URL of ejabberd mod_http_api, e.g. http://127.0.0.1:5281/api.'),

@@ -148,7 +148,7 @@ export function authHook(declared: Route, deps: AuthDeps) {
       if (!match || !digestsEqual(sha256(match[1]!), expected)) {
         request.log.warn({ address: request.ip }, 'internal callback with a missing or wrong secret');
         // Counted like an invalid key: past the limit the address gets 429 for wrong secrets. The
-        // right secret always passes, so a flood from the bridge's own address cannot lock it out.
+        // right secret always passes, so a flood from a caller's own address cannot lock it out.
         return deps.admission.refuse(
           request.ip,
           errors.unauthenticated('This endpoint is for the bundled servers only'),

@@ -40,32 +40,34 @@ import {
 const ERL = '/usr/bin/erl';
 const ERLC = '/usr/bin/erlc';
 const TEMPLATE = join(REPO_ROOT, 'ejabberd', 'ejabberd.yml.template');
-/** Our Erlang modules: app scoping (mod_svc_scope), businesses' conversation rooms, the HTTP API's accounts (auth_method svc_api). */
+/**
+ * Our Erlang modules: app scoping (mod_svc_scope), businesses' conversation rooms, the HTTP API's
+ * accounts (auth_method svc_api), logins decided by the control plane (auth_method svc_control_plane)
+ * and the questions both ask it (svc_control_plane).
+ */
 const MODULE_SOURCES = [
   'mod_svc_scope',
   'svc_conversations',
   'svc_circles',
   'ejabberd_auth_svc_api',
+  'ejabberd_auth_svc_control_plane',
+  'svc_control_plane',
   // Distribution without an epmd daemon: how the nodes of a cluster find each other on one host.
   'svc_epmd',
 ].map((name) => join(REPO_ROOT, 'ejabberd', `${name}.erl`));
-const AUTH_BRIDGE = join(REPO_ROOT, 'ejabberd', 'extauth-bridge.mjs');
 const ACCEPT_ALL_AUTH = join(REPO_ROOT, 'ejabberd', 'accept-all-auth.mjs');
 const INETRC_SOURCE = '/etc/ejabberd/inetrc';
 const LIB_ROOT = '/usr/lib';
 const ERLANG_LIB_ROOT = '/usr/lib/erlang/lib';
-/** Test profile only: a host with ejabberd's own accounts, for benchmarks against the auth bridge. */
+/** Test profile only: a host with ejabberd's own accounts, a baseline of the login benchmark. */
 const BENCH_DOMAIN = 'bench.local';
-/** Test profile only: a host whose external auth says yes to anyone, the bridge's benchmark baseline. */
+/** Test profile only: a host whose external auth says yes to anyone, the login benchmark's other baseline. */
 const ACCEPT_ALL_DOMAIN = 'accept-all.local';
 
 /**
- * External-auth worker processes per host (extauth_pool_size; infra/compose/ejabberd.yml has the
- * same). ejabberd 23.01 (extauth.erl) asks a worker one question at a time and picks it by a VM-wide
- * counter, round robin that skips whenever other code takes from the counter, never by which worker
- * is free: a login sent to a busy worker waits behind another. The bridge answers concurrently, so a
- * few workers suffice; measured with 16 logins in flight, 8 beat 32, whose workers each saw too few
- * questions to stay JIT-warm (docs/decisions.md). Each is a Node process of about 10 MB PSS.
+ * The accept-all host's external-auth worker processes (extauth_pool_size), as many as chat.local had
+ * when it used external auth too (docs/decisions.md): the benchmark's baseline stays the one the issue
+ * measured against. ejabberd 23.01 (extauth.erl) asks a worker one question at a time.
  */
 export const EXTAUTH_POOL_SIZE = 8;
 
@@ -126,7 +128,7 @@ function shellWord(word: string): string {
   return /^[\w./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
-function shellCommand(words: readonly string[]): string {
+export function shellCommand(words: readonly string[]): string {
   return words.map(shellWord).join(' ');
 }
 
@@ -215,8 +217,8 @@ async function joinCluster(context: StackContext): Promise<void> {
 /**
  * The test profile's benchmark hosts, beside chat.local on one server (bench/chat-logins.ts):
  * bench.local with ejabberd's own accounts (registered with the API's `register`), and
- * accept-all.local whose external auth (ejabberd/accept-all-auth.mjs) accepts any name and password,
- * with as many workers as the bridge has. Their module list replaces the global one with the modules a
+ * accept-all.local whose external auth (ejabberd/accept-all-auth.mjs) accepts any name and password.
+ * Their module list replaces the global one with the modules a
  * chat.local session goes through (no MUC service: its host is chat.local's; no admin API).
  */
 function benchHostConfig(): string {
@@ -236,7 +238,7 @@ host_config:
     auth_method: internal
     auth_password_format: scram
     modules: ${modules}
-  # External auth that says yes to anyone without asking anybody: the bridge's baseline.
+  # External auth that says yes to anyone without asking anybody: what a login costs beyond its check.
   ${ACCEPT_ALL_DOMAIN}:
     auth_method: external
     extauth_program: ${JSON.stringify(shellCommand([process.execPath, ACCEPT_ALL_AUTH]))}
@@ -248,12 +250,8 @@ host_config:
 export function renderEjabberdConfig(context: StackContext): string {
   const { profile, secrets } = context;
   const ports = ownPorts(context);
-  const extauthProgram = shellCommand([process.execPath, AUTH_BRIDGE, files(context).extauthConfig]);
   return renderTemplateFile(TEMPLATE, {
     hosts: `[${(profile === 'test' ? [CHAT_DOMAIN, BENCH_DOMAIN, ACCEPT_ALL_DOMAIN] : [CHAT_DOMAIN]).join(', ')}]`,
-    // A JSON string is a valid YAML double-quoted scalar, whatever the paths contain.
-    extauth_program: JSON.stringify(extauthProgram),
-    extauth_pool_size: EXTAUTH_POOL_SIZE,
     host_config: profile === 'test' ? benchHostConfig() : '',
     chat_domain: CHAT_DOMAIN,
     muc_domain: CHAT_MUC_DOMAIN,
@@ -262,15 +260,16 @@ export function renderEjabberdConfig(context: StackContext): string {
     component_port: ports.ejabberdComponent,
     component_secret: secrets.ejabberdComponentSecret,
     messaging_domain: MESSAGING_DOMAIN,
-    // mod_svc_scope asks the control plane about org policy where the auth bridge asks about logins.
-    control_plane_config: JSON.stringify(files(context).extauthConfig),
+    // Where mod_svc_scope and the auth method ask the control plane (logins, org policy). A JSON
+    // string is a valid YAML double-quoted scalar, whatever the path contains.
+    control_plane_config: JSON.stringify(files(context).controlPlaneConfig),
     api_user: EJABBERD_API_USER,
     operator_user: EJABBERD_OPERATOR_USER,
   });
 }
 
-/** The auth bridge's settings: the control plane's internal listener, and the bridge's own secret. */
-export function renderExtauthConfig({ ports, secrets }: StackContext): string {
+/** The control plane's internal listener, and ejabberd's secret for it (svc_control_plane). */
+export function renderControlPlaneConfig({ ports, secrets }: StackContext): string {
   const config = {
     url: `http://127.0.0.1:${ports.controlPlaneInternal}`,
     secret: secrets.ejabberdAuthSecret,
@@ -299,7 +298,7 @@ function files(context: StackContext) {
     ownLogDir,
     config: confFileOf(context, 'ejabberd.yml'),
     inetrc: confFileOf(context, 'inetrc'),
-    extauthConfig: confFileOf(context, 'extauth.json'),
+    controlPlaneConfig: confFileOf(context, 'control-plane.json'),
     // Our modules' beams, compiled by prepare(); shared by the profiles like every built binary.
     // Not named ejabberd*: OTP would take a code path dir of that name for ejabberd's own lib dir.
     ebin: join(context.paths.binDir, 'mod_svc_scope'),
@@ -307,20 +306,19 @@ function files(context: StackContext) {
 }
 
 /**
- * Writes the bridge's settings readable by ejabberd but owned by the runner (0640, group ejabberd),
- * then runs the bridge (and, in the test profile, the benchmark's accept-all program) once as
- * ejabberd with stdin closed: a program that cannot read its files fails here, by name, instead of
- * failing every login later.
+ * Writes the control plane's settings readable by ejabberd but owned by the runner (0640, group
+ * ejabberd), then reads them (and, in the test profile, runs the benchmark's accept-all program) once
+ * as ejabberd: a file it cannot read fails here, by name, instead of failing ejabberd's start later.
  */
-async function prepareAuthBridge(context: StackContext, user: OsUser | undefined): Promise<void> {
-  const { extauthConfig } = files(context);
+async function prepareControlPlaneAccess(context: StackContext, user: OsUser | undefined): Promise<void> {
+  const { controlPlaneConfig } = files(context);
   // The runner (root) keeps the file; ejabberd reads it through its group and cannot change it.
   const owner = user && { ...user, uid: process.getuid?.() ?? 0 };
-  writeFileAtomic(extauthConfig, renderExtauthConfig(context), owner, 0o640);
+  writeFileAtomic(controlPlaneConfig, renderControlPlaneConfig(context), owner, 0o640);
   await runChecked(
-    'checking that the ejabberd user can run the auth bridge',
+    "checking that the ejabberd user can read the control plane's settings",
     process.execPath,
-    [AUTH_BRIDGE, extauthConfig],
+    ['-e', 'require("node:fs").readFileSync(process.argv[1])', controlPlaneConfig],
     { user, input: '' },
   );
   if (context.profile === 'test')
@@ -352,7 +350,7 @@ export const ejabberd: ServerDefinition = {
     // The nodes of a cluster share it; ours rather than one the VM makes up, so that they can.
     writeFileAtomic(join(spool, '.erlang.cookie'), context.secrets.ejabberdCookie, user, 0o400);
     await ensureModules(ebin);
-    await prepareAuthBridge(context, user);
+    await prepareControlPlaneAccess(context, user);
     writeFileAtomic(config, renderEjabberdConfig(context), user);
     // Without it every name lookup of the VM logs an "inet_config ... not found" report.
     writeFileAtomic(inetrc, readFileSync(INETRC_SOURCE, 'utf8'), user, 0o644);

@@ -23,8 +23,8 @@ export const SERVERS: readonly ServerDefinition[] = [
 ];
 
 /**
- * Every server of a profile. The test profile needs its own control plane as well: ejabberd's auth
- * bridge asks it about every login that the end-to-end tests make. The proxy only fronts replicas.
+ * Every server of a profile. The test profile needs its own control plane as well: ejabberd asks it
+ * about every login that the end-to-end tests make. The proxy only fronts replicas.
  */
 export function profileServers(profile: Profile): ServerDefinition[] {
   return SERVERS.filter((server) => !server.clusterOnly || isClustered(profile));

@@ -47,7 +47,7 @@ const BACKENDS: Record<Frontend, { label: string; lines: readonly string[] }> = 
     label: 'control_plane',
     lines: ['balance roundrobin', 'option forwardfor', ...httpCheck('GET', '/healthz')],
   },
-  // ejabberd's auth bridge, LiveKit's webhooks and MinIO's bucket events.
+  // ejabberd's login questions, LiveKit's webhooks and MinIO's bucket events.
   controlPlaneInternal: { label: 'control_plane_internal', lines: ['balance roundrobin'] },
   // Chat sessions are long-lived: leastconn spreads them over the nodes. ejabberd answers a plain
   // GET of its WebSocket path with 200.

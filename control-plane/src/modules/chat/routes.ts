@@ -49,7 +49,7 @@ export const chatRoutes = (chat: ChatService) => [
     errors: [403],
     handler: ({ caller, body }) => chat.ensureRoom(caller, body.room),
   }),
-  // ejabberd's login questions, relayed by the external-auth bridge over the internal network.
+  // ejabberd's login questions (ejabberd_auth_svc_control_plane), over the internal network.
   route({
     operationId: 'chat.callback.auth',
     method: 'POST',

@@ -68,7 +68,7 @@ export const RoomResponse = Type.Object(
   { additionalProperties: false },
 );
 
-/** ejabberd's question, relayed by the external-auth bridge. */
+/** ejabberd's question (ejabberd/ejabberd_auth_svc_control_plane.erl). */
 export const AuthCallbackRequest = Type.Object(
   {
     op: Type.Union([Type.Literal('auth'), Type.Literal('isuser')]),
