@@ -47,12 +47,21 @@ post(Profile, Path, Question, TimeoutMs) ->
         {Url, Authorization} ->
             Request = {Url ++ Path, [{"authorization", Authorization}], "application/json",
                        jiffy:encode(Question)},
-            case httpc:request(post, Request,
-                               [{timeout, TimeoutMs}, {connect_timeout, ?CONNECT_TIMEOUT_MS}],
-                               [{body_format, binary}], Profile) of
+            Send = fun() ->
+                           httpc:request(post, Request,
+                                         [{timeout, TimeoutMs}, {connect_timeout, ?CONNECT_TIMEOUT_MS}],
+                                         [{body_format, binary}], Profile)
+                   end,
+            %% A kept-alive connection the control plane closed as the question went out (it restarted):
+            %% asked once more, on a new connection. The questions are safe to ask twice.
+            Sent = case Send() of
+                       {error, socket_closed_remotely} -> Send();
+                       FirstAnswer -> FirstAnswer
+                   end,
+            case Sent of
                 {ok, {{_, 200, _}, _, Body}} ->
                     try jiffy:decode(Body, [return_maps]) of
-                        #{} = Answer -> {ok, Answer};
+                        #{} = Decoded -> {ok, Decoded};
                         _ -> {error, not_an_object}
                     catch _:_ -> {error, invalid_json}
                     end;

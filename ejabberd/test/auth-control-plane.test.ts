@@ -202,6 +202,23 @@ describe('auth method svc_control_plane', () => {
     expect(controlPlane.received).toHaveLength(LOGINS);
   });
 
+  it('asks again on a new connection when the control plane closes a kept-alive one as a question goes out', async () => {
+    // A restarted control plane: the connection kept from the first question is gone by the second.
+    const served = new WeakSet<object>();
+    const controlPlane = await startControlPlane((_body, response) => {
+      if (served.has(response.socket!)) {
+        response.socket!.destroy();
+        return;
+      }
+      served.add(response.socket!);
+      json(response, 200, '{"ok":true}');
+    });
+    const vm = await startVm(configFor(controlPlane.url));
+    expect(await vm.eval(checkPassword('abc123defg.ana', 'pw'))).toBe('{nocache,true}');
+    expect(await vm.eval(checkPassword('abc123defg.ana', 'pw'))).toBe('{nocache,true}');
+    expect(controlPlane.received).toHaveLength(3);
+  });
+
   it('refuses without asking a login for someone else, or without a password', async () => {
     const controlPlane = await startControlPlane((_body, response) => json(response, 200, '{"ok":true}'));
     const vm = await startVm(configFor(controlPlane.url));
