@@ -10,6 +10,7 @@ import { registerErrorHandling, renderError } from './http/error-handler.js';
 import { createHttpMetrics, type HttpMetrics } from './http/metrics.js';
 import { markOptionalInputs, shareErrorBody } from './http/openapi.js';
 import { allowedMethodsOf, registerRoutes } from './http/pipeline.js';
+import { registerSerialization } from './http/serialization.js';
 import { registerValidation } from './http/validation.js';
 import { aboutRoutes } from './modules/about/routes.js';
 import { aiRoutes } from './modules/ai/routes.js';
@@ -94,6 +95,7 @@ export async function buildApp(container: Container, options: BuildAppOptions = 
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
   registerValidation(app);
+  registerSerialization(app);
 
   container.redis.on('error', (error: Error) => app.log.warn({ err: error }, 'redis connection error'));
   app.decorateRequest('principal', null);
