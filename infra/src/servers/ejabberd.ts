@@ -218,8 +218,8 @@ async function joinCluster(context: StackContext): Promise<void> {
  * The test profile's benchmark hosts, beside chat.local on one server (bench/chat-logins.ts):
  * bench.local with ejabberd's own accounts (registered with the API's `register`), and
  * accept-all.local whose external auth (ejabberd/accept-all-auth.mjs) accepts any name and password.
- * Their module list replaces the global one with the modules a
- * chat.local session goes through (no MUC service: its host is chat.local's; no admin API).
+ * Their module list replaces the global one with the modules a chat.local session goes through (no
+ * MUC service: its host is chat.local's; no admin API).
  */
 function benchHostConfig(): string {
   // The modules chat.local's sessions go through (the global list less the API and the MUC
