@@ -29,6 +29,12 @@
 -define(OUTAGE, {?MODULE, outage}).
 
 start(_Host) ->
+    %% Whether the control plane is failing (1) or answering (0): swapped atomically, so that each
+    %% change is logged once, and never a persistent_term write (a VM-wide scan) per login.
+    case persistent_term:get(?OUTAGE, undefined) of
+        undefined -> persistent_term:put(?OUTAGE, atomics:new(1, []));
+        _ -> ok
+    end,
     svc_control_plane:start_profile(?HTTP_PROFILE, ?MAX_SESSIONS).
 
 stop(_Host) ->
@@ -46,9 +52,16 @@ check_password(User, AuthzId, _Server, _Password) when AuthzId /= <<>>, AuthzId 
 check_password(_User, _AuthzId, _Server, <<>>) ->
     {nocache, false};
 check_password(User, _AuthzId, Server, Password) ->
-    case ask(#{op => auth, user => User, server => Server, password => Password}) of
-        {ok, Verdict} -> {nocache, Verdict};
-        error -> {nocache, false}
+    %% SASL PLAIN passes the client's bytes on as they came: what is not UTF-8 is no credential of
+    %% ours, and JSON could not carry it.
+    case unicode:characters_to_binary(Password) of
+        Password ->
+            case ask(#{op => auth, user => User, server => Server, password => Password}) of
+                {ok, Verdict} -> {nocache, Verdict};
+                error -> {nocache, false}
+            end;
+        _ ->
+            {nocache, false}
     end.
 
 %% Whether to keep a message for the user while offline (mod_offline, mod_svc_scope's deliveries).
@@ -71,17 +84,12 @@ ask(Question) ->
             error
     end.
 
-%% Logs only a change: the start of an outage (or of another kind of failure), and its end.
+%% Logs only a change: the start of an outage (with its first failure), and its end.
 note_outage(Problem) ->
-    case persistent_term:get(?OUTAGE, none) of
-        Problem ->
-            ok;
-        _ ->
-            %% Rare (a change of state), so persistent_term's cost of a write is paid seldom.
-            persistent_term:put(?OUTAGE, Problem),
-            case Problem of
-                none -> ?WARNING_MSG("The control plane answers login questions again", []);
-                _ -> ?ERROR_MSG("The control plane gave no usable answer to a login question (~p); "
-                                "refusing every login meanwhile", [Problem])
-            end
+    Failing = case Problem of none -> 0; _ -> 1 end,
+    case atomics:exchange(persistent_term:get(?OUTAGE), 1, Failing) of
+        Failing -> ok;
+        0 -> ?ERROR_MSG("The control plane gave no usable answer to a login question (~p); "
+                        "refusing every login meanwhile", [Problem]);
+        1 -> ?WARNING_MSG("The control plane answers login questions again", [])
     end.

@@ -29,14 +29,19 @@ configure(File) ->
     persistent_term:put(?CONFIG, {string:trim(binary_to_list(Url), trailing, "/"),
                                   "Bearer " ++ binary_to_list(Secret)}).
 
-%% Starts an httpc profile (once per node) holding up to MaxSessions kept-alive connections.
+%% Starts an httpc profile (once per node) holding up to MaxSessions kept-alive connections. A question
+%% goes on an idle connection, or on a new one: max_keep_alive_length 0, since httpc would otherwise
+%% queue it behind another's answer on a busy connection (up to 5 deep, the default), and a queued
+%% request has no timeout of its own. Past MaxSessions busy ones, a question gets a connection of its
+%% own that closes after its answer.
 -spec start_profile(atom(), pos_integer()) -> ok.
 start_profile(Profile, MaxSessions) ->
     case inets:start(httpc, [{profile, Profile}]) of
         {ok, _} -> ok;
         {error, {already_started, _}} -> ok
     end,
-    httpc:set_options([{max_sessions, MaxSessions}, {keep_alive_timeout, ?KEEP_ALIVE_MS}], Profile).
+    httpc:set_options([{max_sessions, MaxSessions}, {max_keep_alive_length, 0},
+                       {keep_alive_timeout, ?KEEP_ALIVE_MS}], Profile).
 
 %% POSTs Question as JSON to Path; the decoded JSON object of a 200 answer, or why there is none.
 -spec post(atom(), string(), map(), pos_integer()) -> {ok, map()} | {error, term()}.
