@@ -2,8 +2,8 @@
 %%%
 %%% mod_http_api checks an `Authorization: Basic <user@host:password>` header with
 %%% ejabberd_auth:check_password, which asks every auth method in turn. Listed first, this one answers
-%%% for the API accounts in process, so an API call never waits on the external auth program behind a
-%%% login, and says nothing about any other user (external auth decides those); for them it notes
+%%% for the API accounts in process, so an API call never waits on the control plane's answer, and says
+%%% nothing about any other user (ejabberd_auth_svc_control_plane asks about those); for them it notes
 %%% when the check began (mod_svc_scope closes a login that raced a revocation).
 %%%
 %%% The accounts come from the environment at start, as user=sha256hex pairs:
@@ -44,7 +44,7 @@ check_password(User, _AuthzId, _Server, Password) ->
     case maps:find(User, persistent_term:get(?MODULE, #{})) of
         %% An API account with the wrong password stops here: no other method may accept it.
         {ok, Digest} -> {nocache, {stop, crypto:hash_equals(Digest, crypto:hash(sha256, Password))}};
-        %% A chat user's login: noted for mod_svc_scope before external auth asks the control plane.
+        %% A chat user's login: noted for mod_svc_scope before the next auth method asks the control plane.
         error -> mod_svc_scope:password_checked(User), {nocache, false}
     end.
 

@@ -137,7 +137,7 @@ c2s_auth_result(State, _Result, _User) ->
 %% password the control plane accepted just before the deletion has no session yet for the kick to
 %% close; it opens one afterwards. So every node notes when it revoked the user, each login notes when
 %% its password was checked (ejabberd_auth_svc_api calls password_checked/1 in the login's process,
-%% before the external check asks the control plane), and a session whose password check is not
+%% before ejabberd_auth_svc_control_plane asks the control plane), and a session whose password check is not
 %% later than the user's revocation is closed as it opens: it raced the revocation. The kick that
 %% follows the note closes every session opened before it.
 
@@ -454,7 +454,7 @@ process_delivery(#iq{type = set, from = #jid{lserver = Sender}, to = #jid{lserve
     case messaging_host(LServer) of
         Sender ->
             %% An IQ handler runs in the process of the connection that sent the IQ: the component's.
-            %% Each delivery waits on the account check (external auth, a round trip to the control
+            %% Each delivery waits on the account check (the auth method's round trip to the control
             %% plane), so there they would queue one behind another; the control plane sends to one
             %% recipient one delivery at a time (its per-recipient limit lock), so their order holds.
             %% The answer goes straight back to that connection: the router would hand it to any
@@ -512,7 +512,7 @@ delivery(LServer, Sender, #xmlel{attrs = Attrs, children = Children}) ->
     lists:all(fun(J) -> scope_of(J) == Recipient end, Senders) orelse
         throw({bad_request, <<"Addresses of another app are out of reach">>}),
     #jid{luser = LUser} = To,
-    %% A signed-in account exists: the account check (external auth, a round trip to the control
+    %% A signed-in account exists: the account check (the auth method's round trip to the control
     %% plane) is left for a recipient who is not signed in.
     case reach(LUser, LServer) /= offline orelse ejabberd_auth:user_exists(LUser, LServer) of
         false ->
