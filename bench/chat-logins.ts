@@ -28,13 +28,13 @@ async function timed(
   total: number,
   task: (i: number) => Promise<void>,
   inFlight = concurrency,
-): Promise<{ latencies: number[]; perSecond: number }> {
+): Promise<{ latencies: number[]; perSecond: number; elapsed: number }> {
   let next = 0;
   const started = performance.now();
   const latencies = await runConcurrently(total, inFlight, () => task(next++));
   const elapsed = performance.now() - started;
   console.log(report(label, latencies, elapsed));
-  return { latencies, perSecond: (latencies.length / elapsed) * 1000 };
+  return { latencies, perSecond: (latencies.length / elapsed) * 1000, elapsed };
 }
 
 console.log(`chat logins: ${logins} per run, ${concurrency} in flight`);
@@ -91,9 +91,9 @@ const WARM_UP = Math.min(200, logins);
 
 /** One run of the same logins and concurrency: how long they took (their sessions' closes apart). */
 async function loginRun(label: string, accounts: readonly ChatCredential[]) {
-  const { perSecond } = await timed(`logins, ${label}`, logins, (i) => login(accounts[i]!));
+  const { elapsed } = await timed(`logins, ${label}`, logins, (i) => login(accounts[i]!));
   await closed();
-  return (logins / perSecond) * 1000;
+  return elapsed;
 }
 const ways = [
   ['control plane (chat.local)', credentials],
@@ -104,16 +104,15 @@ for (const [label, accounts] of ways) {
   await timed(`warm-up, ${label} (discarded)`, WARM_UP, (i) => login(accounts[i]!));
   await closed();
 }
-const totals = ways.map(() => ({ count: 0, elapsed: 0 }));
+const elapsed = ways.map(() => 0);
 for (let round = 0; round < ROUNDS; round++) {
   const order = round % 2 === 0 ? [0, 1, 2] : [2, 1, 0];
   for (const index of order) {
     const [label, accounts] = ways[index]!;
-    totals[index]!.elapsed += await loginRun(label, accounts);
-    totals[index]!.count += logins;
+    elapsed[index]! += await loginRun(label, accounts);
   }
 }
-const [controlPlane, trivial, own] = totals.map(({ count, elapsed }) => (count / elapsed) * 1000) as [
+const [controlPlane, trivial, own] = elapsed.map((ms) => ((ROUNDS * logins) / ms) * 1000) as [
   number,
   number,
   number,

@@ -31,12 +31,13 @@ export function forSerializing(schema: unknown): unknown {
   if (!Array.isArray(options) || !options.every(isSchema)) return copy;
   const { anyOf: _, ...siblings } = copy;
   const present = options.filter((option) => !isNull(option));
-  const nullable = present.length < options.length ? { nullable: true } : {};
+  const hasNull = present.length < options.length;
+  const nullable = hasNull ? { nullable: true } : {};
   const constants = present.map(stringConstant);
   if (present.length > 0 && constants.every((constant) => constant !== undefined))
     return { ...siblings, type: 'string', enum: constants, ...nullable };
   const [only] = present;
-  if (present.length === 1 && only && 'nullable' in nullable && only.anyOf === undefined)
+  if (hasNull && present.length === 1 && only && only.anyOf === undefined)
     return { ...only, ...siblings, nullable: true };
   return copy;
 }
