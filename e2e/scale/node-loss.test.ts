@@ -29,7 +29,13 @@ import { stackPaths } from '../../infra/src/paths.js';
 import { isRecordAlive, readRunRecord } from '../../infra/src/run-records.js';
 import { START_MARKER } from '../../infra/src/supervisor.js';
 import { mint as mintLive } from '../support/live-billing.js';
-import { disposeLiveKit, join as joinLive, type LiveParticipant, roomService } from '../support/livekit.js';
+import {
+  disposeLiveKit,
+  join as joinLive,
+  type LiveParticipant,
+  roomService,
+  withTimeout,
+} from '../support/livekit.js';
 import { api, type Customer, createCustomer, reserveKeyedUpload } from '../support/stack.js';
 import { bodyOf, type ChatCredential, type ChatSession, connect, isOtp } from '../support/xmpp.js';
 
@@ -38,6 +44,16 @@ const SCALE = stackPaths('scale');
 const SETTLE_MS = IDEMPOTENCY_LOCK_MS + 30_000;
 const CHAT_USERS = 6;
 const PRICED_CONCURRENCY = 4;
+/**
+ * Each priced worker starts a call at most this often: about 100 calls a second in all, enough to see
+ * an outage of a few milliseconds, and far under a key's daily request cap (100,000) even if the test
+ * ran its whole time limit (CI's run did reach the cap when a step hung with the load unpaced).
+ */
+const PRICED_PACE_MS = 40;
+/** One attempt at the call on the other LiveKit node: an SDK call that hangs is given up and retried. */
+const LIVE_ATTEMPT_MS = 30_000;
+/** Leaving a room whose node died may never complete; the app goes on without waiting for it. */
+const LEAVE_DEAD_ROOM_MS = 5_000;
 /** How long the load runs on after each loss, so that the outage shows and the recovery is seen. */
 const AFTER_LOSS_MS = 8_000;
 const LIVE_ROOM = 'survive';
@@ -50,6 +66,8 @@ beforeAll(async () => {
   container = await createContainer(loadSettings(process.env), { clock });
 });
 afterAll(async () => {
+  // Whatever step failed, the next test file finds every node of the scale stack running.
+  for (const server of ['control-plane', 'ejabberd', 'livekit'] as const) await stackServer('up', server);
   await container.close();
   await disposeLiveKit();
 });
@@ -89,9 +107,11 @@ function startPricedLoad(customer: Customer) {
   const attempts: { at: number; outcome: 'ok' | 'failed' | 'held' }[] = [];
   const answered: string[] = [];
   let running = true;
+  let failure: unknown;
   const worker = async () => {
     while (running) {
       const key = randomUUID();
+      const started = Date.now();
       await untilDone(`priced call ${key}`, async () => {
         const at = Date.now();
         const answer = await reserveKeyedUpload(customer, key, 'load.txt').catch(() => undefined);
@@ -103,9 +123,19 @@ function startPricedLoad(customer: Customer) {
         throw new Error(`priced call answered ${answer.status}: ${JSON.stringify(answer.body)}`);
       });
       answered.push(key);
+      await sleep(Math.max(0, started + PRICED_PACE_MS - Date.now()));
     }
   };
-  const workers = Array.from({ length: PRICED_CONCURRENCY }, worker);
+  // A worker that fails stops the load; the failure is thrown by the next check, not left unhandled.
+  const workers = Array.from({ length: PRICED_CONCURRENCY }, () =>
+    worker().catch((error: unknown) => {
+      failure ??= error;
+      running = false;
+    }),
+  );
+  const check = () => {
+    if (failure !== undefined) throw failure;
+  };
   return {
     answered,
     /**
@@ -113,6 +143,7 @@ function startPricedLoad(customer: Customer) {
      * them, and the attempts whose key was still claimed (409).
      */
     since(from: number) {
+      check();
       const recent = attempts.filter((attempt) => attempt.at >= from);
       const windowOf = (outcome: 'failed' | 'held') => {
         const matching = recent.filter((attempt) => attempt.outcome === outcome);
@@ -133,6 +164,7 @@ function startPricedLoad(customer: Customer) {
     async stop() {
       running = false;
       await Promise.all(workers);
+      check();
     },
   };
 }
@@ -343,7 +375,7 @@ describe('the scale profile losing one node of each server under load', () => {
       const from = Date.now();
       await kill(host);
       const joinedAgainAt = new Map<string, number>();
-      await untilDone('the call on the other node', async () => {
+      const attempt = async () => {
         // Participants that joined the room again since, publishing.
         const listed = await roomService().listParticipants(roomName);
         const back = listed.filter((p) => p.tracks.length > 0 && Number(p.joinedAt) * 1000 >= from - 1_000);
@@ -357,12 +389,15 @@ describe('the scale profile losing one node of each server under load', () => {
             !present.has(identity) && Date.now() - (joinedAgainAt.get(identity) ?? from) > REJOIN_AFTER_MS;
           if (gaveUp || late) {
             joinedAgainAt.set(identity, Date.now());
-            await participant.leave();
+            await withTimeout(participant.leave(), LEAVE_DEAD_ROOM_MS, `${identity} leaving`).catch(() => {});
             await enterCall(identity);
           }
         }
         return undefined;
-      });
+      };
+      await untilDone('the call on the other node', () =>
+        withTimeout(attempt(), LIVE_ATTEMPT_MS, 'an attempt at the call on the other node'),
+      );
       return { liveBackMs: Date.now() - from };
     });
     await stackServer('up', 'livekit');

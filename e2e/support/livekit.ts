@@ -137,7 +137,8 @@ interface Subscription {
 
 const kindOf = (track: RemoteTrack): MediaKind => (track.kind === TrackKind.KIND_VIDEO ? 'video' : 'audio');
 
-function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+/** Rejects when `promise` has not settled within `timeoutMs`. */
+export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what}: nothing within ${timeoutMs} ms`)), timeoutMs);
