@@ -225,6 +225,11 @@ describe('ejabberd config', () => {
       .sort();
     for (const host of ['bench.local', 'accept-all.local'])
       expect(Object.keys(hosts[host]?.modules ?? {}).sort()).toEqual(sessionModules);
+    // mod_privacy's caches are the node's: a host configured apart would resize chat.local's.
+    for (const host of ['bench.local', 'accept-all.local'])
+      expect((hosts[host]?.modules as Record<string, unknown> | undefined)?.mod_privacy).toEqual(
+        modules.mod_privacy,
+      );
     expect(devConfig).not.toContain('host_config');
     expect(devConfig).not.toContain('bench.local');
     expect(devConfig).not.toContain('accept-all');

@@ -224,10 +224,12 @@ async function joinCluster(context: StackContext): Promise<void> {
 function benchHostConfig(): string {
   // The modules chat.local's sessions go through (the global list less the API and the MUC
   // service), so that the hosts differ only in how a login is decided. mod_svc_scope without
-  // messaging_host: the messaging component delivers to chat.local's accounts only.
+  // messaging_host: the messaging component delivers to chat.local's accounts only. mod_privacy's
+  // caches are the node's, not a host's: the host started last sets their size, and with the default
+  // (1,000) they were emptied again and again under chat.local's benchmarks too.
   const modules =
     '{mod_disco: {}, mod_ping: {}, mod_stream_mgmt: {resend_on_timeout: if_offline}, mod_svc_scope: {}, ' +
-    'mod_offline: {access_max_user_messages: max_user_offline_messages}, mod_privacy: {}, ' +
+    'mod_offline: {access_max_user_messages: max_user_offline_messages}, mod_privacy: {cache_size: 100000}, ' +
     'mod_blocking: {}, mod_private: {}, mod_mam: {default: always}}';
   return `
 # Test profile only (infra/src/servers/ejabberd.ts): the login benchmark's hosts.
