@@ -13,6 +13,7 @@ import {
   SEARCH_BUZZ_WALK,
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
+import { socialStore } from '../src/modules/social/store.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { ledgerTotals } from './ledger.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -911,12 +912,15 @@ describe('counters under concurrency', () => {
 describe('search', () => {
   /** A live app: no sandbox, so every match is this test's. */
   let key: string;
+  let appId: string;
   let viewer: Member;
   let fans: Member[];
   let names: { exact: string; a: string; b: string };
 
   beforeAll(async () => {
-    key = (await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS })).token;
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS });
+    key = customer.token;
+    appId = customer.app.id;
     const t = tag();
     names = { exact: `Quillon${t}`, a: `quillon${t}_aa`, b: `quillon${t}_bb` };
     await member(key, `zephyrine_quartz_${t.slice(0, 4)}`, { full_name: 'Zéphyrine Quartz' });
@@ -985,6 +989,29 @@ describe('search', () => {
     expect(verified.statusCode).toBe(200);
     expect(await profilesFor(q, fans[0])).toEqual([names.exact, names.a, names.b]);
     expect(await profilesFor(q)).toEqual([names.exact, names.a, names.b]);
+  });
+
+  it('finds the same profiles whether the matches are found first or the nearest names walked', async () => {
+    // The planner picks per query, from how many names it expects to match (migration 0026): each
+    // way forced here, on the profiles of the tests above, followers and verified mark included.
+    const ways = {
+      matches: [sql.unsafe`set local enable_indexscan = off`, sql.unsafe`set local enable_seqscan = off`],
+      nearest: [
+        sql.unsafe`set local enable_bitmapscan = off`,
+        sql.unsafe`set local enable_seqscan = off`,
+        sql.unsafe`set local enable_sort = off`,
+      ],
+    };
+    const found = (way: keyof typeof ways, q: string) =>
+      ctx.container.pool.transaction(async (tx) => {
+        for (const setting of ways[way]) await tx.query(setting);
+        const profiles = await socialStore(tx).searchProfiles({ appId, mode: 'live' }, q, 50);
+        return profiles.map((p) => p.username);
+      });
+    const queries = [names.exact.toLowerCase(), 'quillon', 'zephyrine', 'ZEPHYRINNE', 'quarts', 'xyzzy'];
+    for (const q of queries) expect(await found('nearest', q), q).toEqual(await found('matches', q));
+    expect(await found('nearest', names.exact.toLowerCase())).toEqual([names.exact, names.a, names.b]);
+    expect(await found('matches', 'zephyr')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
   });
 
   it('finds buzzes holding every word, accents and case ignored; never a deleted one', async () => {

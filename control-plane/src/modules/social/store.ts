@@ -216,19 +216,21 @@ export function socialStore(db: Db) {
 
     /**
      * Profiles whose username or full name holds something close to q (typos and prefixes, accents
-     * and case ignored). The candidates are the nearest names (the GiST index walks them in order)
-     * and the exact username; they rank exact first, then closeness, verified, followed by the
-     * viewer, followers. Planned for its values on each call: how selective q is decides the plan.
+     * and case ignored). The candidates are the nearest names and the exact username; they rank exact
+     * first, then closeness, verified, followed by the viewer, followers.
+     *
+     * Planned for its values on each call, because how many names q matches decides how to find the
+     * nearest: a few, and the GIN index finds them all to be sorted; thousands, and the GiST index
+     * walks the nearest first, testing each (migration 0026 says why these are two indexes).
      */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) =>
       db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with candidates as (
-          -- The query folded in place, not joined from elsewhere: the index orders by it only then.
-          -- The match test in the index scan too: it skips the index's branches that cannot match, so
-          -- a string like no name costs little instead of a walk through the nearest of the far.
+          -- The query folded in place, not joined from elsewhere: the indexes serve it only then.
+          -- The match on search_name (the GIN index), the order on (search_name || '') (the GiST one).
           (select p.pk from profiles p
            where ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
-           order by p.search_name <->> svc_fold(${q})
+           order by (p.search_name || '') <->> svc_fold(${q})
            limit ${SEARCH_PROFILE_CANDIDATES})
           union
           select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${q})
