@@ -16,6 +16,7 @@
  *   search: GET /v1/search of names, typos, partial usernames and words, each kind also apart;
  *   publishing: POST /v1/me/buzzes with user tokens, and floor (a) (one INSERT in one transaction),
  *   measured in turns (four rounds each) so that the drift of a shared machine hits both alike.
+ * Lists and search are measured again with one call in flight: their latency without a queue.
  *
  *   npm run stack -- up --profile test && npx tsx bench/public-data.ts [profiles] [buzzes] [calls] [concurrency]
  */
@@ -28,7 +29,7 @@ import { USER_LIMITS } from '../control-plane/src/modules/social/schema.js';
 import { inTransaction } from '../control-plane/src/platform/transaction.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { type Cpu, cpuLine, cpuMeter, noCpu } from './cpu.js';
+import { cpuLine, cpuMeter, noCpu } from './cpu.js';
 import {
   type Figures,
   figures,
@@ -222,18 +223,8 @@ const LIST_WARM_UP = 2_000;
 /** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
 const ROUNDS = 4;
 const { charged } = cpuMeter();
-/** A measured run; with `spent`, the CPU it took (node, PostgreSQL, Redis) is added there. */
-const measure = (count: number, request: () => Promise<unknown>, spent?: Cpu) =>
-  spent ? charged(spent, () => timed(count, concurrency, request)) : timed(count, concurrency, request);
-/** A measured run, printed with the CPU a call took. */
-async function measured(label: string, count: number, request: () => Promise<unknown>) {
-  const spent = noCpu();
-  const result = figures([await measure(count, request, spent)]);
-  console.log(line(label, result));
-  console.log(cpuLine(spent, count, 3));
-  return result;
-}
-
+/** A measured run with `concurrency` calls in flight. */
+const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
 const line = (label: string, f: Figures) =>
   `  ${label.padEnd(46)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
 const goal = (f: Figures, p95Below: number) =>
@@ -340,12 +331,34 @@ const searchOf = (byKind: Map<string, number[]>) => {
 };
 const kinds = () => new Map(SEARCHES.map(([kind]) => [kind, [] as number[]]));
 await measure(WARM_UP, searchOf(kinds()));
-const byKind = kinds();
-const searches = await measured('GET /v1/search', calls, searchOf(byKind));
-console.log(goal(searches, 50));
-for (const [kind, latencies] of byKind) {
-  console.log(`    ${kind.padEnd(44)} ${latencyLine(percentiles(latencies))}`);
+/** Search's figures, with its latencies by kind. */
+async function searched(label: string, count: number, inFlight: number) {
+  const byKind = kinds();
+  const spent = noCpu();
+  const result = figures([await charged(spent, () => timed(count, inFlight, searchOf(byKind)))]);
+  console.log(line(label, result));
+  console.log(cpuLine(spent, count, 3));
+  console.log(goal(result, 50));
+  for (const [kind, latencies] of byKind) {
+    console.log(`    ${kind.padEnd(44)} ${latencyLine(percentiles(latencies))}`);
+  }
 }
+await searched('GET /v1/search', calls, concurrency);
+
+// The same calls one at a time: what a user waits for when the server is not saturated. With
+// `concurrency` in flight on a machine of a few cores, a call's latency is mostly its wait behind the
+// others (Little's law: in flight / throughput), so the figures above say more about throughput.
+const alone = Math.ceil(calls / 3);
+console.log(`\none call in flight (${alone} calls each)`);
+for (const [label, request] of [
+  ['GET /v1/buzzes?author, first page', firstPage],
+  ['GET /v1/buzzes?author&cursor, second page', secondPage],
+] as const) {
+  const result = figures([await timed(alone, 1, request)]);
+  console.log(line(label, result));
+  console.log(goal(result, 10));
+}
+await searched('GET /v1/search', alone, 1);
 
 // Publishing: each user may publish USER_LIMITS.buzzes.limit buzzes an hour, so the calls are spread
 // over enough of the loaded profiles' users.
