@@ -48,6 +48,20 @@ describe('runMigrations', () => {
     );
   });
 
+  it("leaves the control plane's sessions without JIT and without parallel workers", async () => {
+    // A session opened after the migrations ran (the scratch pool's first came before this file's).
+    const fresh = await createDatabasePool(testSettings().SVC_DATABASE_URL);
+    try {
+      const settings = await fresh.one(
+        sql.type(z.object({ jit: z.string(), workers: z.string() }))`
+          select current_setting('jit') as jit, current_setting('max_parallel_workers_per_gather') as workers`,
+      );
+      expect(settings).toEqual({ jit: 'off', workers: '0' });
+    } finally {
+      await fresh.end();
+    }
+  });
+
   it('runs a failing migration not at all, and refuses an applied one that was edited', async () => {
     const dir = await migrationsDir({
       '0001_one.sql': 'create table one (x int);',
