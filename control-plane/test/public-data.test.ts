@@ -1049,6 +1049,10 @@ describe('search', () => {
     expect(await buzzesFor('cafe')).toEqual([french.id, shouting.id].sort());
     expect(await buzzesFor('deleted')).toEqual([]);
     expect((await read(key, '/v1/search?q=cafe&type=buzzes&limit=1')).json().buzzes).toHaveLength(1);
+    // Nothing that is a word: no buzz holds it.
+    expect((await read(key, `/v1/search?q=${encodeURIComponent('?! …')}&type=buzzes`)).json().buzzes).toEqual(
+      [],
+    );
   });
 
   it('takes q of 1 to 100 characters and limit 1 to 50', async () => {

@@ -259,6 +259,8 @@ export function socialStore(db: Db) {
      */
     searchBuzzes: (scope: Scope, q: string, limit: number) => {
       const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
+      // The query's words as the word index keys them (migration 0028).
+      const words = sql.fragment`svc_words_by_app(${scope.appId}, ${scope.mode}, to_tsvector('simple', svc_fold(${q})))`;
       const newest = (count: number) => sql.fragment`
         select b.pk, b.created_at, b.id, b.search from buzzes b
         where ${inScope('b', scope)} and b.deleted_at is null
@@ -277,10 +279,12 @@ export function socialStore(db: Db) {
           order by w.created_at desc, w.id desc
           limit ${SEARCH_BUZZ_CANDIDATES}
         ), indexed as (
-          -- For rare words, or when the walk came short (a one-time filter: not read otherwise).
+          -- For rare words, or when the walk came short (a one-time filter: not read otherwise). A
+          -- query without words reads nothing: the index would take it as found in every buzz.
           select b.pk, b.created_at, b.id, ts_rank(b.search, ${query}) as rank
           from buzzes b
-          where (select count(*) from walked) < ${SEARCH_BUZZ_CANDIDATES}
+          where (select count(*) from walked) < ${SEARCH_BUZZ_CANDIDATES} and cardinality(${words}) > 0
+            and svc_words_by_app(b.app_id, b.mode, b.search) @> ${words}
             and ${inScope('b', scope)} and b.search @@ ${query} and b.deleted_at is null
           order by b.created_at desc, b.id desc
           limit ${SEARCH_BUZZ_CANDIDATES}
