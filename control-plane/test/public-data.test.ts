@@ -5,8 +5,9 @@
  * per-user caps, events, the isolation of apps and key modes, and the test mode's sandbox.
  */
 import { randomBytes } from 'node:crypto';
-import { sql } from 'slonik';
+import { type QuerySqlToken, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../src/db/transaction.js';
 import {
   REACTION_KINDS,
   SEARCH_BUZZ_CANDIDATES,
@@ -102,6 +103,18 @@ async function publish(author: Member, text: string, on = ctx): Promise<Buzz> {
   const published = await asUser(author.token, 'POST', '/v1/me/buzzes', { text }, on);
   expect(published.statusCode, published.body).toBe(200);
   return published.json();
+}
+
+/** A store's statements explained instead of run: each answers with its plan. */
+const explaining = (db: Db): Db =>
+  ({ ...db, any: (query: QuerySqlToken) => db.any(sql.unsafe`explain (format json) ${query}`) }) as Db;
+/** The indexes a plan reads, each as its node's type and the index's name ('Index Scan buzzes_pkey'). */
+function indexesRead(plan: unknown): string[] {
+  if (Array.isArray(plan)) return plan.flatMap(indexesRead);
+  if (typeof plan !== 'object' || plan === null) return [];
+  const node = plan as Record<string, unknown>;
+  const own = typeof node['Index Name'] === 'string' ? [`${node['Node Type']} ${node['Index Name']}`] : [];
+  return [...own, ...Object.values(node).flatMap(indexesRead)];
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
@@ -1002,16 +1015,28 @@ describe('search', () => {
         sql.unsafe`set local enable_sort = off`,
       ],
     };
-    const found = (way: keyof typeof ways, q: string) =>
+    const inWay = <T>(way: keyof typeof ways, run: (tx: Db) => Promise<T>) =>
       ctx.container.pool.transaction(async (tx) => {
         for (const setting of ways[way]) await tx.query(setting);
-        const profiles = await socialStore(tx).searchProfiles({ appId, mode: 'live' }, q, 50);
-        return profiles.map((p) => p.username);
+        return run(tx);
       });
+    const search = (db: Db, q: string) => socialStore(db).searchProfiles({ appId, mode: 'live' }, q, 50);
+    const found = (way: keyof typeof ways, q: string) =>
+      inWay(way, async (tx) => (await search(tx, q)).map((p) => p.username));
     const queries = [names.exact.toLowerCase(), 'quillon', 'zephyrine', 'ZEPHYRINNE', 'quarts', 'xyzzy'];
     for (const q of queries) expect(await found('nearest', q), q).toEqual(await found('matches', q));
     expect(await found('nearest', names.exact.toLowerCase())).toEqual([names.exact, names.a, names.b]);
     expect(await found('matches', 'zephyr')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
+    // The two ways are two plans: only one walks the nearest names in the GiST index's order (the
+    // statement spells the index's expression).
+    const walks = (way: keyof typeof ways) =>
+      inWay(way, async (tx) =>
+        indexesRead(await search(explaining(tx), 'quillon')).includes(
+          'Index Scan profiles_search_nearest_idx',
+        ),
+      );
+    expect(await walks('nearest')).toBe(true);
+    expect(await walks('matches')).toBe(false);
   });
 
   it('finds buzzes holding every word, accents and case ignored; never a deleted one', async () => {
@@ -1049,10 +1074,16 @@ describe('search', () => {
     expect(await buzzesFor('cafe')).toEqual([french.id, shouting.id].sort());
     expect(await buzzesFor('deleted')).toEqual([]);
     expect((await read(key, '/v1/search?q=cafe&type=buzzes&limit=1')).json().buzzes).toHaveLength(1);
-    // Nothing that is a word: no buzz holds it.
-    expect((await read(key, `/v1/search?q=${encodeURIComponent('?! …')}&type=buzzes`)).json().buzzes).toEqual(
-      [],
-    );
+    // Nothing that is a word: no buzz holds it, and the plan drops the branch that tests the word
+    // index's words (that index would take such a query as found in every buzz).
+    const wordless = encodeURIComponent('?! …');
+    expect((await read(key, `/v1/search?q=${wordless}&type=buzzes`)).json().buzzes).toEqual([]);
+    const testsWords = async (q: string) =>
+      JSON.stringify(
+        await socialStore(explaining(ctx.container.pool)).searchBuzzes({ appId, mode: 'live' }, q, 20),
+      ).includes('svc_words_by_app');
+    expect(await testsWords('opening')).toBe(true);
+    expect(await testsWords('?! …')).toBe(false);
   });
 
   it('takes q of 1 to 100 characters and limit 1 to 50', async () => {
