@@ -215,21 +215,20 @@ describe('ejabberd config', () => {
       extauth_program: `${process.execPath} ${join(REPO_ROOT, 'ejabberd/accept-all-auth.mjs')}`,
       extauth_pool_size: EXTAUTH_POOL_SIZE,
     });
+    const benchHosts = ['bench.local', 'accept-all.local'];
     // Neither host has chat.local's rooms, whose service name only one host can hold.
-    for (const host of ['bench.local', 'accept-all.local'])
-      expect(hosts[host]?.modules).not.toHaveProperty('mod_muc');
+    for (const host of benchHosts) expect(hosts[host]?.modules).not.toHaveProperty('mod_muc');
     // Otherwise the modules a chat.local session goes through: the global list less the API and MUC.
     const { modules } = parse(config) as { modules: Record<string, unknown> };
     const sessionModules = Object.keys(modules)
       .filter((name) => !['mod_admin_extra', 'mod_muc_admin', 'mod_http_api', 'mod_muc'].includes(name))
       .sort();
-    for (const host of ['bench.local', 'accept-all.local'])
-      expect(Object.keys(hosts[host]?.modules ?? {}).sort()).toEqual(sessionModules);
-    // mod_privacy's caches are the node's: a host configured apart would resize chat.local's.
-    for (const host of ['bench.local', 'accept-all.local'])
-      expect((hosts[host]?.modules as Record<string, unknown> | undefined)?.mod_privacy).toEqual(
-        modules.mod_privacy,
-      );
+    for (const host of benchHosts) {
+      const hostModules = (hosts[host]?.modules ?? {}) as Record<string, unknown>;
+      expect(Object.keys(hostModules).sort()).toEqual(sessionModules);
+      // mod_privacy's caches are the node's: a host configured apart would resize chat.local's.
+      expect(hostModules.mod_privacy).toEqual(modules.mod_privacy);
+    }
     expect(devConfig).not.toContain('host_config');
     expect(devConfig).not.toContain('bench.local');
     expect(devConfig).not.toContain('accept-all');
