@@ -160,6 +160,7 @@ export async function createContainer(
     clock,
     objects,
     tools: createMediaTools({
+      ffprobe: settings.SVC_FFPROBE_PATH,
       concurrency: availableParallelism(),
       timeoutMs: MEDIA_TOOL_TIMEOUT_MS,
       queueTimeoutMs: MEDIA_QUEUE_TIMEOUT_MS,

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { StackError } from './errors.js';
 import { writeFileAtomic } from './files.js';
-import { REPO_ROOT, stackPaths } from './paths.js';
+import { binDirOf, REPO_ROOT, stackPaths } from './paths.js';
 import type { PortMap } from './ports.js';
 import type { Profile } from './profile.js';
 import type { StackSecrets } from './secrets.js';
@@ -16,6 +17,8 @@ export const LIVEKIT_WEBHOOK_PATH = '/internal/livekit/webhook';
 /** ejabberd's HTTP API accounts: the control plane's, and the operator's (ejabberd.yml's api_permissions). */
 export const EJABBERD_API_USER = 'svc-api';
 export const EJABBERD_OPERATOR_USER = 'svc-operator';
+/** The control plane's own ffprobe in .stack/bin, built by infra/media/build-ffprobe.sh. */
+export const FFPROBE_BUILD = 'ffprobe-svc';
 
 /** The control plane's settings for a profile: its configuration contract, one SVC_* name each. */
 export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Record<string, string> {
@@ -50,6 +53,8 @@ export function controlPlaneSettings(ports: PortMap, secrets: StackSecrets): Rec
     SVC_S3_ACCESS_KEY: secrets.minioRootUser,
     SVC_S3_SECRET_KEY: secrets.minioRootPassword,
     SVC_S3_BUCKET: 'svc-objects',
+    // The small ffprobe the runner builds (infra/media/build-ffprobe.sh), shared by the profiles.
+    SVC_FFPROBE_PATH: join(binDirOf(), FFPROBE_BUILD),
     SVC_SEALING_KEY: secrets.sealingKey,
     // The bundled local provider (ai/serve.py): its chat and its moderation on two ports.
     SVC_AI_BASE_URL: local('http', ports.aiLlm, '/v1'),

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { StackError } from './errors.js';
 import { findOnPath, privileged, run, runChecked } from './exec.js';
 import { REPO_ROOT } from './paths.js';
-import type { GoBinary, PythonEnv, ServerDefinition } from './servers/types.js';
+import type { GoBinary, PythonEnv, ScriptBuild, ServerDefinition } from './servers/types.js';
 
 /** Not servers, but needed on the machine: chromium for browser tests, docker-compose for self-hosters. */
 export const TOOL_PACKAGES = ['chromium', 'docker-compose'] as const;
@@ -55,78 +55,112 @@ async function ensurePackages(packages: readonly string[]): Promise<void> {
 }
 
 /**
- * Builds a Go server into .stack/bin unless the binary there was built from the same pin; the
- * stamp file next to it records the pin, so changing the version rebuilds.
+ * Makes `target` with `build` unless it was made from the same pin: the stamp file beside it
+ * (`<target>.<stamp>`) records the pin, so changing it (a version, a requirements file, a build
+ * script) makes it again. `build` works in a private directory and returns what it made there, which
+ * then replaces `target`, so a failed or interrupted build never leaves a half-made one in place.
  */
-async function ensureGoBinary(binDir: string, binary: GoBinary): Promise<void> {
-  const target = join(binDir, binary.name);
-  const stampFile = `${target}.version`;
-  const pin = `${binary.module}@${binary.version}`;
+async function stampedBuild(
+  target: string,
+  { stamp, pin }: { stamp: string; pin: string },
+  describe: string,
+  build: (buildDir: string) => Promise<string>,
+): Promise<void> {
+  const stampFile = `${target}.${stamp}`;
   if (existsSync(target) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === pin) return;
-  const go = findOnPath('go');
-  if (go === undefined)
-    throw new StackError(
-      `Go >= 1.26 is needed to build ${binary.name} (Debian 12's golang package is too old): https://go.dev/dl/`,
-    );
-  // A private GOBIN, so a failed or interrupted build never leaves a half-written binary at target.
-  const buildDir = join(binDir, `.build-${binary.name}`);
+  const buildDir = join(dirname(target), `.build-${basename(target)}`);
   rmSync(buildDir, { recursive: true, force: true });
   mkdirSync(buildDir, { recursive: true });
   const started = Date.now();
-  console.log(`building ${binary.name} from ${pin} (a cold build takes several minutes)`);
-  await runChecked(`building ${binary.name}`, go, ['install', pin], {
-    cwd: buildDir,
-    env: { ...process.env, GOBIN: buildDir },
-  });
-  renameSync(join(buildDir, binary.builtName), target);
+  console.log(describe);
+  const built = await build(buildDir);
+  rmSync(target, { recursive: true, force: true });
+  renameSync(built, target);
   writeFileSync(stampFile, `${pin}\n`);
   rmSync(buildDir, { recursive: true, force: true });
-  console.log(`built ${binary.name} in ${Math.round((Date.now() - started) / 1000)} s`);
+  console.log(`made ${basename(target)} in ${Math.round((Date.now() - started) / 1000)} s`);
+}
+
+const sha256Of = (...parts: string[]) => {
+  const hash = createHash('sha256');
+  for (const part of parts) hash.update(part);
+  return hash.digest('hex');
+};
+
+/** Builds a Go server into .stack/bin with `go install <module>@<version>`. */
+async function ensureGoBinary(binDir: string, binary: GoBinary): Promise<void> {
+  const pin = `${binary.module}@${binary.version}`;
+  const go = findOnPath('go');
+  await stampedBuild(
+    join(binDir, binary.name),
+    { stamp: 'version', pin },
+    `building ${binary.name} from ${pin} (a cold build takes several minutes)`,
+    async (buildDir) => {
+      if (go === undefined)
+        throw new StackError(
+          `Go >= 1.26 is needed to build ${binary.name} (Debian 12's golang package is too old): https://go.dev/dl/`,
+        );
+      await runChecked(`building ${binary.name}`, go, ['install', pin], {
+        cwd: buildDir,
+        env: { ...process.env, GOBIN: buildDir },
+      });
+      return join(buildDir, binary.builtName);
+    },
+  );
+}
+
+/** Builds a tool into .stack/bin with a build script of ours: the script's own text is the pin. */
+async function ensureScriptBuild(binDir: string, tool: ScriptBuild): Promise<void> {
+  await stampedBuild(
+    join(binDir, tool.name),
+    { stamp: 'script', pin: sha256Of(readFileSync(tool.script, 'utf8')) },
+    `building ${tool.name} with ${relative(REPO_ROOT, tool.script)} (${tool.takes})`,
+    async (buildDir) => {
+      const built = join(buildDir, tool.name);
+      await runChecked(`building ${tool.name}`, 'sh', [tool.script, built]);
+      return built;
+    },
+  );
 }
 
 /**
- * Makes a Python virtual environment in .stack/bin unless the one there was made from the same
- * requirements (a stamp of their hash beside it): wheels only, so nothing compiles, and a failed or
- * interrupted install never leaves a half-made environment in place.
+ * Makes a Python virtual environment in .stack/bin, pinned by the hash of its requirements: wheels
+ * only, so nothing compiles.
  */
 async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
-  const target = join(binDir, env.name);
-  const stampFile = `${target}.requirements`;
-  const pin = createHash('sha256')
-    .update(readFileSync(env.requirements))
-    .update(env.noDeps.join('\n'))
-    .digest('hex');
-  if (existsSync(target) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === pin) return;
   const python = findOnPath('python3');
-  if (python === undefined) throw new StackError(`Python 3.10 or newer is needed for ${env.name}`);
-  const buildDir = join(binDir, `.build-${env.name}`);
-  rmSync(buildDir, { recursive: true, force: true });
-  const started = Date.now();
-  console.log(`installing ${env.name} from ${env.requirements} (wheels from PyPI)`);
-  await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
-  // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
-  // python finds the environment beside it wherever it is).
-  const pip = [join(buildDir, 'bin', 'python'), '-m', 'pip', 'install'] as const;
-  const flags = ['--disable-pip-version-check', '--no-input', '--only-binary=:all:'];
-  await runChecked(`installing ${env.name}`, pip[0], [...pip.slice(1), ...flags, '-r', env.requirements], {
-    inherit: true,
-  });
-  if (env.noDeps.length > 0)
-    await runChecked(
-      `installing ${env.noDeps.join(' ')}`,
-      pip[0],
-      [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
-      {
-        inherit: true,
-      },
-    );
-  rmSync(target, { recursive: true, force: true });
-  renameSync(buildDir, target);
-  writeFileSync(stampFile, `${pin}\n`);
-  console.log(`installed ${env.name} in ${Math.round((Date.now() - started) / 1000)} s`);
+  await stampedBuild(
+    join(binDir, env.name),
+    { stamp: 'requirements', pin: sha256Of(readFileSync(env.requirements, 'utf8'), env.noDeps.join('\n')) },
+    `installing ${env.name} from ${env.requirements} (wheels from PyPI)`,
+    async (buildDir) => {
+      if (python === undefined) throw new StackError(`Python 3.10 or newer is needed for ${env.name}`);
+      await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
+      // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
+      // python finds the environment beside it wherever it is).
+      const pip = [join(buildDir, 'bin', 'python'), '-m', 'pip', 'install'] as const;
+      const flags = ['--disable-pip-version-check', '--no-input', '--only-binary=:all:'];
+      await runChecked(
+        `installing ${env.name}`,
+        pip[0],
+        [...pip.slice(1), ...flags, '-r', env.requirements],
+        {
+          inherit: true,
+        },
+      );
+      if (env.noDeps.length > 0)
+        await runChecked(
+          `installing ${env.noDeps.join(' ')}`,
+          pip[0],
+          [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
+          { inherit: true },
+        );
+      return buildDir;
+    },
+  );
 }
 
-/** Installs what the servers need: missing Debian packages, then the Go builds and Python environments in parallel. */
+/** Installs what the servers need: missing Debian packages, then the builds and Python environments in parallel. */
 export async function installServers(
   servers: readonly ServerDefinition[],
   binDir: string,
@@ -140,6 +174,9 @@ export async function installServers(
   ];
   const builds = await Promise.allSettled([
     ...servers.flatMap((server) => (server.goBinary ? [ensureGoBinary(binDir, server.goBinary)] : [])),
+    ...servers.flatMap((server) =>
+      server.scriptBuild ? [ensureScriptBuild(binDir, server.scriptBuild)] : [],
+    ),
     ...pythonEnvs.map((env) => ensurePythonEnv(binDir, env)),
   ]);
   const failures = builds.flatMap((build) => (build.status === 'rejected' ? [build.reason as Error] : []));

@@ -33,6 +33,9 @@ export function stateDirOf(root: string, env: NodeJS.ProcessEnv = process.env): 
   return env.SVC_STACK_DIR ? resolve(env.SVC_STACK_DIR) : join(root, '.stack');
 }
 
+/** Built binaries stay in the checkout whatever SVC_STACK_DIR says: a build takes minutes. */
+export const binDirOf = (root: string = REPO_ROOT): string => join(root, '.stack', 'bin');
+
 export function stackPaths(
   profile: Profile,
   root: string = REPO_ROOT,
@@ -41,8 +44,7 @@ export function stackPaths(
   const profileDir = join(stateDir, profile);
   return {
     root,
-    // Built binaries stay in the checkout whatever SVC_STACK_DIR says: a build takes minutes.
-    binDir: join(root, '.stack', 'bin'),
+    binDir: binDirOf(root),
     profileDir,
     secretsFile: join(profileDir, 'secrets.json'),
     runDir: join(profileDir, 'run'),

@@ -367,6 +367,7 @@ describe('control-plane settings', () => {
       SVC_S3_ACCESS_KEY: secrets.minioRootUser,
       SVC_S3_SECRET_KEY: secrets.minioRootPassword,
       SVC_S3_BUCKET: 'svc-objects',
+      SVC_FFPROBE_PATH: join(REPO_ROOT, '.stack', 'bin', 'ffprobe-svc'),
       SVC_SEALING_KEY: secrets.sealingKey,
       SVC_AI_BASE_URL: 'http://127.0.0.1:48013/v1',
       SVC_AI_MODERATION_URL: 'http://127.0.0.1:48014/v1',

@@ -36,6 +36,12 @@ export const SettingsSchema = Type.Object({
     description:
       'Bytes of keyless media (/media/…) one client address may download an hour, so a looping client cannot run up an app’s bandwidth; 0 turns it off.',
   }),
+  SVC_FFPROBE_PATH: Type.String({
+    minLength: 1,
+    default: 'ffprobe',
+    description:
+      'The ffprobe that checks uploaded media: the stacks build a small one (infra/media/build-ffprobe.sh) that starts in milliseconds; Debian’s works too.',
+  }),
   SVC_REQUEST_TIMEOUT_MS: Type.Integer({
     minimum: 1_000,
     default: 30_000,

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { controlPlaneSettings } from '../env-file.js';
+import { controlPlaneSettings, FFPROBE_BUILD } from '../env-file.js';
 import { StackError } from '../errors.js';
 import { runChecked } from '../exec.js';
 import { httpOk } from '../health.js';
+import { REPO_ROOT } from '../paths.js';
 import { ownPorts, type ServerDefinition } from './types.js';
 
 /**
@@ -38,8 +39,13 @@ function buildOnce(root: string): Promise<void> {
 
 export const controlPlane: ServerDefinition = {
   name: 'control-plane',
-  // ffprobe and ffmpeg check published media and make thumbnails.
-  aptPackages: ['ffmpeg'],
+  // ffmpeg makes thumbnails; its ffprobe is built small (the rest are that build's tools and headers).
+  aptPackages: ['ffmpeg', 'gcc', 'make', 'pkg-config', 'curl', 'xz-utils', 'zlib1g-dev', 'libgnutls28-dev'],
+  scriptBuild: {
+    name: FFPROBE_BUILD,
+    script: join(REPO_ROOT, 'infra', 'media', 'build-ffprobe.sh'),
+    takes: 'a cold build takes one to two minutes',
+  },
   // Its grace period for in-flight requests runs on SIGTERM.
   stopSignal: 'SIGTERM',
   ports: ['controlPlane', 'controlPlaneInternal'],

@@ -62,6 +62,15 @@ export interface GoBinary {
   builtName: string;
 }
 
+/** A tool built by a shell script of ours (`sh <script> <output file>`) into .stack/bin. */
+export interface ScriptBuild {
+  /** The file name in .stack/bin. */
+  name: string;
+  script: string;
+  /** How long a cold build takes, for the message while it runs. */
+  takes: string;
+}
+
 /**
  * A server run from a Python virtual environment in .stack/bin: wheels only, from PyPI, pinned in a
  * requirements file; `noDeps` are installed after them without their declared dependencies.
@@ -82,6 +91,8 @@ export interface ServerDefinition {
   /** Debian packages that provide it. */
   aptPackages: readonly string[];
   goBinary?: GoBinary;
+  /** A tool it runs, built from source by a script of ours. */
+  scriptBuild?: ScriptBuild;
   pythonEnv?: PythonEnv;
   /** The OS account it runs as when the runner is root. */
   osUser?: string;
