@@ -9,8 +9,9 @@
  *    by two clients at once, two cores' worth. Floor: the thumbnail alone, by the product's own adapter
  *    (control-plane/src/adapters/media-tools.ts, the same arguments: -ss, the scale filter, mjpeg -q:v 4
  *    to pipe:1) on the same objects, read from MinIO through a presigned internal GET URL as the
- *    product does, with the same two in flight. ffprobe alone is measured beside them for context.
- *    The three take turns (four rounds) so that the drift of a shared machine hits them alike, and
+ *    product does, with the same two in flight. For context, the product's ffprobe alone (the stack's
+ *    own, infra/media/build-ffprobe.sh) and Debian's, which it replaced, on the same objects.
+ *    The four take turns (four rounds) so that the drift of a shared machine hits them alike, and
  *    each is charged the CPU that went while it ran: this process (node), its children (ffprobe and
  *    ffmpeg), the stack's PostgreSQL, MinIO and Redis, and whatever else the machine did.
  *
@@ -22,6 +23,7 @@
  *    bench/core.ts (one INSERT in one transaction, a bare route on the same app and pool) and with the
  *    list's own SQL on a bare route (the moments store on the same pool, no key pipeline): the app's
  *    first pages, its second pages by their cursors, and the same for authors (heavy and light).
+ *    Then each again with one call in flight: the latency of a call that does not queue.
  *
  * As bench/public-data.ts, the apps of earlier runs stay in the tables, as other apps would. What this
  * run put in MinIO goes at the end: its moments are deleted through the API (taking their thumbnails),
@@ -73,7 +75,8 @@ const PUBLISHERS = 2;
 /** Rounds in which a path and its floors take turns, so that the machine's drift hits them alike. */
 const ROUNDS = 4;
 
-const container = await createContainer(loadSettings(process.env));
+const settings = loadSettings(process.env);
+const container = await createContainer(settings);
 await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: TEST_OBJECT_DAYS });
 const owner = await createCustomer(container, {
   mode: 'live',
@@ -198,7 +201,12 @@ const publish = async () => {
     throw new Error(`moment of ${moment.width}×${moment.height}`);
   published.push(moment.id);
 };
-const tools = createMediaTools({ concurrency: PUBLISHERS, timeoutMs: 60_000, queueTimeoutMs: 60_000 });
+const toolsWith = (ffprobe: string) =>
+  createMediaTools({ ffprobe, concurrency: PUBLISHERS, timeoutMs: 60_000, queueTimeoutMs: 60_000 });
+/** The product's tools: the stack's own small ffprobe, Debian's ffmpeg. */
+const tools = toolsWith(settings.SVC_FFPROBE_PATH);
+/** Debian's ffprobe, which the product used before it had its own: context only. */
+const debianTools = toolsWith('ffprobe');
 let thumbnailing = 0;
 /** The product's thumbnail of the same object, through a URL presigned the way the product does. */
 const thumbnail = async () => {
@@ -210,22 +218,27 @@ const thumbnail = async () => {
   });
   if (!Buffer.isBuffer(made)) throw new Error(`thumbnail failed: ${made.undecodable}`);
 };
-let probing = 0;
-const probe = async () => {
-  const user = users[probing++ % users.length]!;
-  const url = await container.objects.presignInternalGet(user.storageKey, 300);
-  const read = await tools.probe(url, MOMENT_VIDEO.demuxers);
-  if ('unreadable' in read) throw new Error(`probe failed: ${read.unreadable}`);
+const prober = (using: typeof tools) => {
+  let probing = 0;
+  return async () => {
+    const user = users[probing++ % users.length]!;
+    const url = await container.objects.presignInternalGet(user.storageKey, 300);
+    const read = await using.probe(url, MOMENT_VIDEO.demuxers);
+    if (!('format' in read)) throw new Error(`probe failed: ${JSON.stringify(read)}`);
+  };
 };
+const probe = prober(tools);
+const debianProbe = prober(debianTools);
 
 console.log(
   `\npublishing, ${PUBLISHERS} in flight, in turns with its floor (${ROUNDS} rounds of ${perRound} each)`,
 );
-for (const task of [thumbnail, probe, publish]) await timed(WARM_UP_PUBLISHES, PUBLISHERS, task);
+for (const task of [thumbnail, probe, debianProbe, publish]) await timed(WARM_UP_PUBLISHES, PUBLISHERS, task);
 const publishRuns = await inTurns(
   {
     thumbnail: () => timed(perRound, PUBLISHERS, thumbnail),
     probe: () => timed(perRound, PUBLISHERS, probe),
+    debianProbe: () => timed(perRound, PUBLISHERS, debianProbe),
     pipeline: () => timed(perRound, PUBLISHERS, publish),
   },
   ROUNDS,
@@ -237,8 +250,10 @@ console.log(line('POST /v1/me/moments (probe, thumbnail, put, write)', pipeline,
 console.log(cpuLine(publishRuns.pipeline.cpu, measuredCount));
 console.log(line('  its floor: the ffmpeg thumbnail alone', floor, 2));
 console.log(cpuLine(publishRuns.thumbnail.cpu, measuredCount));
-console.log(line('  context: ffprobe alone', figures(publishRuns.probe.runs), 2));
+console.log(line('  context: its ffprobe alone (the stack’s own)', figures(publishRuns.probe.runs), 2));
 console.log(cpuLine(publishRuns.probe.cpu, measuredCount));
+console.log(line('  context: Debian’s ffprobe alone', figures(publishRuns.debianProbe.runs), 2));
+console.log(cpuLine(publishRuns.debianProbe.cpu, measuredCount));
 const publishRatio = pipeline.perSecond / floor.perSecond;
 console.log(
   `    ratio ${publishRatio.toFixed(2)}× the floor's throughput (≥ 0.8 wanted: ${publishRatio >= 0.8 ? 'met' : 'NOT met'});` +
@@ -423,6 +438,17 @@ for (const [label, { runs, cpu }] of Object.entries(taken)) {
       `${goal(f, 10)}; ${(f.perSecond / floorA.perSecond).toFixed(2)}× (a) throughput, p95 ${(f.p95 / floorA.p95).toFixed(2)}× its`,
     );
   }
+}
+
+// The same calls one at a time: what a viewer waits for when the server is not saturated. With
+// `concurrency` in flight on a machine of a few cores, a call's latency is mostly its wait behind the
+// others (Little's law: in flight / throughput), so the figures above say more about throughput.
+const alone = Math.ceil(calls / 3);
+console.log(`\none call in flight (${alone} calls each)`);
+for (const [label, task] of Object.entries(all)) {
+  const f = figures([await timed(alone, 1, task)]);
+  console.log(line(label, f));
+  if (label in lists) console.log(goal(f, 10));
 }
 
 // ----- clean-up: the bytes this run put in MinIO ---------------------------------------------------
