@@ -18,7 +18,7 @@ const tools = (ffprobe: string) =>
 const ours = tools(testSettings().SVC_FFPROBE_PATH);
 const debians = tools('ffprobe');
 
-/** A clip of `seconds` in `container` with these codecs and encoder arguments. */
+/** A second of picture and sound in the file `name`, encoded with these arguments. */
 const clip = (name: string, args: string[]) =>
   ffmpegFile(name, [
     '-f',
@@ -59,11 +59,33 @@ beforeAll(async () => {
       'webm (VP8, Vorbis)',
       clip('vp8.webm', ['-c:v', 'libvpx', '-deadline', 'realtime', '-c:a', 'libvorbis']),
     ],
+    ['webm (AV1, Opus)', clip('av1.webm', ['-c:v', 'libaom-av1', '-cpu-used', '8', '-c:a', 'libopus'])],
+    // As a browser's MediaRecorder writes it: no duration, no cues.
+    [
+      'webm written live',
+      clip('live.webm', ['-c:v', 'libvpx', '-deadline', 'realtime', '-c:a', 'libopus', '-live', '1']),
+    ],
+    ['mov (H.264, AAC)', clip('clip.mov', ['-c:v', 'libx264', '-preset', 'ultrafast', '-c:a', 'aac'])],
     ['mkv (H.264, FLAC)', clip('flac.mkv', ['-c:v', 'libx264', '-preset', 'ultrafast', '-c:a', 'flac'])],
     ['mp4 of a refused codec (MPEG-4 part 2)', clip('mpeg4.mp4', ['-c:v', 'mpeg4', '-c:a', 'aac'])],
     ['png', photo('320x240', 'png')],
     ['jpeg', photo('320x240', 'jpg')],
     ['webp', photo('320x240', 'webp')],
+    [
+      'animated png',
+      ffmpegFile('anim.png', [
+        '-f',
+        'lavfi',
+        '-i',
+        'testsrc2=size=64x48:rate=5',
+        '-t',
+        '0.6',
+        '-plays',
+        '0',
+        '-f',
+        'apng',
+      ]),
+    ],
     ['gif', ffmpegFile('photo.gif', ['-f', 'lavfi', '-i', 'testsrc2=size=320x240', '-frames:v', '1'])],
     ['text', Promise.resolve(Buffer.from('not a video at all\n'.repeat(100)))],
   ] as const);
@@ -92,10 +114,14 @@ afterAll(async () => {
 });
 
 describe('the stacks’ own ffprobe', () => {
-  it('is not Debian’s: it starts without the 215 libraries', async () => {
-    const { ffprobe } = await ours.versions();
-    expect(ffprobe).toMatch(/^ffprobe version 5\.1\./);
-    expect(testSettings().SVC_FFPROBE_PATH).not.toBe('ffprobe');
+  it('is FFmpeg’s, of the release Debian’s ffmpeg is, and not Debian’s binary', async () => {
+    // `ffprobe version 5.1.9 Copyright…` and `ffprobe version 5.1.9-0+deb12u1 Copyright…`: a Debian
+    // update to another release fails here until infra/media/build-ffprobe.sh follows it.
+    const version = (line: string) => /^ffprobe version (\S+) /.exec(line)?.[1] ?? line;
+    const mine = version((await ours.versions()).ffprobe);
+    const theirs = version((await debians.versions()).ffprobe);
+    expect(mine).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(theirs).toMatch(new RegExp(`^${mine.replaceAll('.', '\\.')}-`));
   });
 
   for (const kind of [MOMENT_VIDEO, STUDIO_PHOTO])

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { StackError } from './errors.js';
 import { findOnPath, privileged, run, runChecked } from './exec.js';
@@ -57,24 +57,27 @@ async function ensurePackages(packages: readonly string[]): Promise<void> {
 /**
  * Makes `target` with `build` unless it was made from the same pin: the stamp file beside it
  * (`<target>.<stamp>`) records the pin, so changing it (a version, a requirements file, a build
- * script) makes it again. `build` works in a private directory and returns what it made there, which
- * then replaces `target`, so a failed or interrupted build never leaves a half-made one in place.
+ * script) makes it again. `needs` runs first, to refuse at once when a tool is missing, and hands
+ * `build` the tool it found. `build` works in a private directory and returns what it made there,
+ * which then takes `target`'s place (a file in one rename), so a failed or interrupted build never
+ * leaves a half-made one in place.
  */
-async function stampedBuild(
+async function stampedBuild<Tool>(
   target: string,
   { stamp, pin }: { stamp: string; pin: string },
-  describe: string,
-  build: (buildDir: string) => Promise<string>,
+  how: { message: string; needs: () => Tool; build: (buildDir: string, tool: Tool) => Promise<string> },
 ): Promise<void> {
   const stampFile = `${target}.${stamp}`;
   if (existsSync(target) && existsSync(stampFile) && readFileSync(stampFile, 'utf8').trim() === pin) return;
+  const tool = how.needs();
   const buildDir = join(dirname(target), `.build-${basename(target)}`);
   rmSync(buildDir, { recursive: true, force: true });
   mkdirSync(buildDir, { recursive: true });
   const started = Date.now();
-  console.log(describe);
-  const built = await build(buildDir);
-  rmSync(target, { recursive: true, force: true });
+  console.log(how.message);
+  const built = await how.build(buildDir, tool);
+  // A directory cannot be renamed over a full one; a file can, and a running user never misses it.
+  if (statSync(built).isDirectory()) rmSync(target, { recursive: true, force: true });
   renameSync(built, target);
   writeFileSync(stampFile, `${pin}\n`);
   rmSync(buildDir, { recursive: true, force: true });
@@ -90,21 +93,26 @@ const sha256Of = (...parts: string[]) => {
 /** Builds a Go server into .stack/bin with `go install <module>@<version>`. */
 async function ensureGoBinary(binDir: string, binary: GoBinary): Promise<void> {
   const pin = `${binary.module}@${binary.version}`;
-  const go = findOnPath('go');
   await stampedBuild(
     join(binDir, binary.name),
     { stamp: 'version', pin },
-    `building ${binary.name} from ${pin} (a cold build takes several minutes)`,
-    async (buildDir) => {
-      if (go === undefined)
-        throw new StackError(
-          `Go >= 1.26 is needed to build ${binary.name} (Debian 12's golang package is too old): https://go.dev/dl/`,
-        );
-      await runChecked(`building ${binary.name}`, go, ['install', pin], {
-        cwd: buildDir,
-        env: { ...process.env, GOBIN: buildDir },
-      });
-      return join(buildDir, binary.builtName);
+    {
+      message: `building ${binary.name} from ${pin} (a cold build takes several minutes)`,
+      needs: () => {
+        const go = findOnPath('go');
+        if (go === undefined)
+          throw new StackError(
+            `Go >= 1.26 is needed to build ${binary.name} (Debian 12's golang package is too old): https://go.dev/dl/`,
+          );
+        return go;
+      },
+      build: async (buildDir, go) => {
+        await runChecked(`building ${binary.name}`, go, ['install', pin], {
+          cwd: buildDir,
+          env: { ...process.env, GOBIN: buildDir },
+        });
+        return join(buildDir, binary.builtName);
+      },
     },
   );
 }
@@ -114,11 +122,14 @@ async function ensureScriptBuild(binDir: string, tool: ScriptBuild): Promise<voi
   await stampedBuild(
     join(binDir, tool.name),
     { stamp: 'script', pin: sha256Of(readFileSync(tool.script, 'utf8')) },
-    `building ${tool.name} with ${relative(REPO_ROOT, tool.script)} (${tool.takes})`,
-    async (buildDir) => {
-      const built = join(buildDir, tool.name);
-      await runChecked(`building ${tool.name}`, 'sh', [tool.script, built]);
-      return built;
+    {
+      message: `building ${tool.name} with ${relative(REPO_ROOT, tool.script)} (${tool.takes})`,
+      needs: () => undefined,
+      build: async (buildDir) => {
+        const built = join(buildDir, tool.name);
+        await runChecked(`building ${tool.name}`, 'sh', [tool.script, built]);
+        return built;
+      },
     },
   );
 }
@@ -128,34 +139,39 @@ async function ensureScriptBuild(binDir: string, tool: ScriptBuild): Promise<voi
  * only, so nothing compiles.
  */
 async function ensurePythonEnv(binDir: string, env: PythonEnv): Promise<void> {
-  const python = findOnPath('python3');
   await stampedBuild(
     join(binDir, env.name),
     { stamp: 'requirements', pin: sha256Of(readFileSync(env.requirements, 'utf8'), env.noDeps.join('\n')) },
-    `installing ${env.name} from ${env.requirements} (wheels from PyPI)`,
-    async (buildDir) => {
-      if (python === undefined) throw new StackError(`Python 3.10 or newer is needed for ${env.name}`);
-      await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
-      // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
-      // python finds the environment beside it wherever it is).
-      const pip = [join(buildDir, 'bin', 'python'), '-m', 'pip', 'install'] as const;
-      const flags = ['--disable-pip-version-check', '--no-input', '--only-binary=:all:'];
-      await runChecked(
-        `installing ${env.name}`,
-        pip[0],
-        [...pip.slice(1), ...flags, '-r', env.requirements],
-        {
-          inherit: true,
-        },
-      );
-      if (env.noDeps.length > 0)
+    {
+      message: `installing ${env.name} from ${env.requirements} (wheels from PyPI)`,
+      needs: () => {
+        const python = findOnPath('python3');
+        if (python === undefined) throw new StackError(`Python 3.10 or newer is needed for ${env.name}`);
+        return python;
+      },
+      build: async (buildDir, python) => {
+        await runChecked(`making ${env.name}`, python, ['-m', 'venv', buildDir]);
+        // `python -m pip`, not bin/pip: scripts name the environment's path, and it moves once made (its
+        // python finds the environment beside it wherever it is).
+        const pip = [join(buildDir, 'bin', 'python'), '-m', 'pip', 'install'] as const;
+        const flags = ['--disable-pip-version-check', '--no-input', '--only-binary=:all:'];
         await runChecked(
-          `installing ${env.noDeps.join(' ')}`,
+          `installing ${env.name}`,
           pip[0],
-          [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
-          { inherit: true },
+          [...pip.slice(1), ...flags, '-r', env.requirements],
+          {
+            inherit: true,
+          },
         );
-      return buildDir;
+        if (env.noDeps.length > 0)
+          await runChecked(
+            `installing ${env.noDeps.join(' ')}`,
+            pip[0],
+            [...pip.slice(1), ...flags, '--no-deps', ...env.noDeps],
+            { inherit: true },
+          );
+        return buildDir;
+      },
     },
   );
 }

@@ -37,10 +37,22 @@ function buildOnce(root: string): Promise<void> {
   return build;
 }
 
+/** What infra/media/build-ffprobe.sh needs (the image's ffprobe stage installs the same). */
+const FFPROBE_BUILD_PACKAGES = [
+  'gcc',
+  'libc6-dev',
+  'make',
+  'pkg-config',
+  'curl',
+  'xz-utils',
+  'zlib1g-dev',
+  'libgnutls28-dev',
+];
+
 export const controlPlane: ServerDefinition = {
   name: 'control-plane',
-  // ffmpeg makes thumbnails; its ffprobe is built small (the rest are that build's tools and headers).
-  aptPackages: ['ffmpeg', 'gcc', 'make', 'pkg-config', 'curl', 'xz-utils', 'zlib1g-dev', 'libgnutls28-dev'],
+  // ffmpeg makes thumbnails; ffprobe is built small, with the build's tools and headers.
+  aptPackages: ['ffmpeg', ...FFPROBE_BUILD_PACKAGES],
   scriptBuild: {
     name: FFPROBE_BUILD,
     script: join(REPO_ROOT, 'infra', 'media', 'build-ffprobe.sh'),
