@@ -5,6 +5,15 @@ import { createContainer } from './container.js';
 import { runMigrations } from './db/migrate.js';
 import { createHttpMetrics } from './http/metrics.js';
 import { startMaintenance } from './maintenance.js';
+import { ServiceError } from './platform/errors.js';
+
+/** What went wrong, for the operator: a service error's detail, which its public message leaves out. */
+const causeOf = (error: unknown) =>
+  error instanceof ServiceError && error.detail
+    ? error.detail
+    : error instanceof Error
+      ? error.message
+      : String(error);
 
 async function main(): Promise<void> {
   let settings: ReturnType<typeof loadSettings>;
@@ -38,7 +47,7 @@ async function main(): Promise<void> {
   // A missing ffmpeg is a clear refusal to start, not a 503 on the first published moment.
   const tools = await container.media.checkTools().catch((error: unknown) => {
     throw new Error(
-      `ffprobe and ffmpeg are needed (Debian: apt-get install ffmpeg): ${error instanceof Error ? error.message : String(error)}`,
+      `ffmpeg and the ffprobe of SVC_FFPROBE_PATH (${settings.SVC_FFPROBE_PATH}) are needed; Debian: apt-get install ffmpeg, and infra/media/build-ffprobe.sh builds the stacks' own ffprobe: ${causeOf(error)}`,
     );
   });
   app.log.info(tools, 'media tools found');

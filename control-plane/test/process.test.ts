@@ -47,6 +47,20 @@ describe('the control-plane process', () => {
     expect(output()).not.toContain('too-short-secret');
   });
 
+  it('refuses to start without its ffprobe, naming the setting and the path', async () => {
+    const missing = '/nonexistent/ffprobe-svc';
+    const { child, output } = startMain({
+      ...process.env,
+      SVC_PORT: String(await freePort()),
+      SVC_INTERNAL_PORT: String(await freePort()),
+      SVC_FFPROBE_PATH: missing,
+    });
+    const [code] = await once(child, 'exit');
+    expect(code).toBe(1);
+    expect(output()).toContain(`the ffprobe of SVC_FFPROBE_PATH (${missing}) are needed`);
+    expect(output()).toMatch(/ENOENT/);
+  });
+
   it('serves on its two listeners, logs requests with ids but without keys, and drains on SIGTERM', async () => {
     const [port, internalPort] = [await freePort(), await freePort()];
     const { child, output } = startMain({
