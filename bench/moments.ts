@@ -58,6 +58,8 @@ import {
   injectOk,
   inTurns,
   latencyLine,
+  oneAtATime,
+  p95Goal,
   secondsSince,
   timed,
   useTestStackSettings,
@@ -385,8 +387,6 @@ console.log(
 const WARM_UP = 2_000;
 const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
 const pickOne = <T>(list: readonly T[]) => list[randomInt(list.length)]!;
-const goal = (f: Figures, p95Below: number) =>
-  `    goal p95 < ${p95Below} ms: ${f.p95 < p95Below ? 'met' : 'NOT met'}`;
 
 type Page = { items: unknown[]; next_cursor: string | null };
 const appCursors: string[] = [];
@@ -435,20 +435,17 @@ for (const [label, { runs, cpu }] of Object.entries(taken)) {
   console.log(cpuLine(cpu, listsPerRound * ROUNDS, 2));
   if (label in lists) {
     console.log(
-      `${goal(f, 10)}; ${(f.perSecond / floorA.perSecond).toFixed(2)}× (a) throughput, p95 ${(f.p95 / floorA.p95).toFixed(2)}× its`,
+      `${p95Goal(f, 10)}; ${(f.perSecond / floorA.perSecond).toFixed(2)}× (a) throughput, p95 ${(f.p95 / floorA.p95).toFixed(2)}× its`,
     );
   }
 }
 
-// The same calls one at a time: what a viewer waits for when the server is not saturated. With
-// `concurrency` in flight on a machine of a few cores, a call's latency is mostly its wait behind the
-// others (Little's law: in flight / throughput), so the figures above say more about throughput.
+// The same calls one at a time: their latency without a queue.
 const alone = Math.ceil(calls / 3);
 console.log(`\none call in flight (${alone} calls each)`);
-for (const [label, task] of Object.entries(all)) {
-  const f = figures([await timed(alone, 1, task)]);
+for (const [label, f] of await oneAtATime(alone, Object.entries(all))) {
   console.log(line(label, f));
-  if (label in lists) console.log(goal(f, 10));
+  if (label in lists) console.log(p95Goal(f, 10));
 }
 
 // ----- clean-up: the bytes this run put in MinIO ---------------------------------------------------

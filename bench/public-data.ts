@@ -36,6 +36,8 @@ import {
   injectOk,
   inTurns,
   latencyLine,
+  oneAtATime,
+  p95Goal,
   percentiles,
   secondsSince,
   timed,
@@ -227,8 +229,6 @@ const { charged } = cpuMeter();
 const measure = (count: number, request: () => Promise<unknown>) => timed(count, concurrency, request);
 const line = (label: string, f: Figures) =>
   `  ${label.padEnd(46)} ${f.perSecond.toFixed(0).padStart(6)}/s  ${latencyLine(f)}`;
-const goal = (f: Figures, p95Below: number) =>
-  `    goal p95 < ${p95Below} ms: ${f.p95 < p95Below ? 'met' : 'NOT met'}`;
 
 /** A call through the app from an address of its own; anything but a success ends the bench. */
 const call = injectOk.bind(null, app);
@@ -300,8 +300,8 @@ const [, firstPages, nextPages] = await measuredInTurns(
   ],
   LIST_WARM_UP,
 );
-console.log(`${goal(firstPages!, 10)} (first pages)`);
-console.log(`${goal(nextPages!, 10)} (second pages)`);
+console.log(`${p95Goal(firstPages!, 10)} (first pages)`);
+console.log(`${p95Goal(nextPages!, 10)} (second pages)`);
 
 console.log(`\nsearch (${WARM_UP} calls of warm-up)`);
 // Search: the kinds in turns, both groups (profiles and buzzes) each time, as an app's search box.
@@ -338,25 +338,22 @@ async function searched(label: string, count: number, inFlight: number) {
   const result = figures([await charged(spent, () => timed(count, inFlight, searchOf(byKind)))]);
   console.log(line(label, result));
   console.log(cpuLine(spent, count, 3));
-  console.log(goal(result, 50));
+  console.log(p95Goal(result, 50));
   for (const [kind, latencies] of byKind) {
     console.log(`    ${kind.padEnd(44)} ${latencyLine(percentiles(latencies))}`);
   }
 }
 await searched('GET /v1/search', calls, concurrency);
 
-// The same calls one at a time: what a user waits for when the server is not saturated. With
-// `concurrency` in flight on a machine of a few cores, a call's latency is mostly its wait behind the
-// others (Little's law: in flight / throughput), so the figures above say more about throughput.
+// The same calls one at a time: their latency without a queue.
 const alone = Math.ceil(calls / 3);
 console.log(`\none call in flight (${alone} calls each)`);
-for (const [label, request] of [
+for (const [label, result] of await oneAtATime(alone, [
   ['GET /v1/buzzes?author, first page', firstPage],
   ['GET /v1/buzzes?author&cursor, second page', secondPage],
-] as const) {
-  const result = figures([await timed(alone, 1, request)]);
+])) {
   console.log(line(label, result));
-  console.log(goal(result, 10));
+  console.log(p95Goal(result, 10));
 }
 await searched('GET /v1/search', alone, 1);
 

@@ -111,6 +111,25 @@ export const secondsSince = (since: number) => ((performance.now() - since) / 10
 const ms = (value: number) => `${value.toFixed(2).padStart(7)} ms`;
 export const latencyLine = (f: Percentiles) => `p50 ${ms(f.p50)}  p95 ${ms(f.p95)}  p99 ${ms(f.p99)}`;
 
+/** Whether a latency goal is met, as a line under the figures. */
+export const p95Goal = (f: Figures, p95Below: number) =>
+  `    goal p95 < ${p95Below} ms: ${f.p95 < p95Below ? 'met' : 'NOT met'}`;
+
+/**
+ * Each task `count` times with one call in flight, one task after the other: what a caller waits for
+ * when the server is not saturated. With many in flight on a machine of a few cores, a call's latency
+ * is mostly its wait behind the others (Little's law: in flight / throughput), so figures at that load
+ * say more about throughput.
+ */
+export async function oneAtATime<Label extends string>(
+  count: number,
+  tasks: readonly (readonly [Label, () => Promise<unknown>])[],
+): Promise<[Label, Figures][]> {
+  const measured: [Label, Figures][] = [];
+  for (const [label, task] of tasks) measured.push([label, figures([await timed(count, 1, task)])]);
+  return measured;
+}
+
 /** A call through the app from an address of its own; anything but a success ends the bench. */
 export async function injectOk(
   app: App,
