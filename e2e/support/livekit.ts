@@ -95,10 +95,14 @@ function startVideoFeed(source: VideoSource, width: number, height: number): () 
   return () => clearInterval(timer);
 }
 
-/** A 440 Hz tone; captureFrame waits while the source's queue is full, which paces the loop. */
-function startAudioFeed(source: AudioSource): () => void {
+/**
+ * A 440 Hz tone; captureFrame waits while the source's queue is full, which paces the loop. The stop
+ * resolves once the capture in flight has finished: closing the source disposes its native handle,
+ * which a capture still in flight would use after it was freed.
+ */
+function startAudioFeed(source: AudioSource): () => Promise<void> {
   let running = true;
-  void (async () => {
+  const loop = (async () => {
     let sample = 0;
     while (running) {
       const frame = AudioFrame.create(SAMPLE_RATE, 1, SAMPLES_PER_FRAME);
@@ -112,6 +116,7 @@ function startAudioFeed(source: AudioSource): () => void {
   })();
   return () => {
     running = false;
+    return loop;
   };
 }
 
@@ -152,7 +157,7 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: str
  */
 export async function join(url: string, token: string): Promise<LiveParticipant> {
   const room = new Room();
-  const stops: (() => void)[] = [];
+  const stops: (() => void | Promise<void>)[] = [];
   const tracks: LocalTrack[] = [];
   // Subscriptions nobody waited for yet, so a waiter that starts late still finds its track.
   const unclaimed: Subscription[] = [];
@@ -191,7 +196,11 @@ export async function join(url: string, token: string): Promise<LiveParticipant>
   await room.connect(url, token, { autoSubscribe: true, dynacast: false });
   const local = room.localParticipant!;
 
-  async function publish(track: LocalVideoTrack | LocalAudioTrack, source: TrackSource, stop: () => void) {
+  async function publish(
+    track: LocalVideoTrack | LocalAudioTrack,
+    source: TrackSource,
+    stop: () => void | Promise<void>,
+  ) {
     tracks.push(track);
     stops.push(stop);
     const publication = await local.publishTrack(track, publishOptions(source));
@@ -253,7 +262,7 @@ export async function join(url: string, token: string): Promise<LiveParticipant>
       if (leftAt !== undefined) return;
       leftAt = Date.now();
       leaving = true;
-      for (const stop of stops) stop();
+      await Promise.all(stops.map((stop) => stop()));
       await Promise.all(tracks.map((track) => track.close()));
       await room.disconnect();
     },
