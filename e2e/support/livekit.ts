@@ -3,6 +3,7 @@
  * binding shipped in the npm package) joined to the test stack's LiveKit over loopback, publishing
  * synthetic camera frames and a tone instead of real devices.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import {
   AudioFrame,
   AudioSource,
@@ -98,7 +99,8 @@ function startVideoFeed(source: VideoSource, width: number, height: number): () 
 /**
  * A 440 Hz tone; captureFrame waits while the source's queue is full, which paces the loop. The stop
  * resolves once the capture in flight has finished: closing the source disposes its native handle,
- * which a capture still in flight would use after it was freed.
+ * which a capture still in flight would use after it was freed. It waits at most a second, so that a
+ * capture that never ends cannot hold the leave up.
  */
 function startAudioFeed(source: AudioSource): () => Promise<void> {
   let running = true;
@@ -116,7 +118,7 @@ function startAudioFeed(source: AudioSource): () => Promise<void> {
   })();
   return () => {
     running = false;
-    return loop;
+    return Promise.race([loop, delay(1_000)]);
   };
 }
 
