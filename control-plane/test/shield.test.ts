@@ -200,4 +200,30 @@ describe('GET /v1/realtime/shield/report', () => {
         (await callWithKey(ctx.app, token, 'GET', `/v1/realtime/shield/report?days=${days}`)).statusCode,
       ).toBe(422);
   });
+
+  it('keeps a day’s counters 32 days from its first ticket, whatever comes after', async () => {
+    const { publishable, app } = await shieldApp();
+    const address = uniqueAddress();
+    const dayKeys = async () => (await ctx.container.redis.keys(`svc:shield:${app.id}:test:*`)).sort();
+    /** When each key expires, in ms since the epoch, as Redis tells it. */
+    const expiries = async (keys: string[]) => {
+      const now = Date.now();
+      return (await Promise.all(keys.map((key) => ctx.container.redis.pttl(key)))).map((left) => now + left);
+    };
+    await ticket(publishable, { subject: 'v1', scope: 'show' }, { address });
+    const keys = await dayKeys();
+    // The viewers of (scope, address), the hits and the verdicts of the day.
+    expect(keys).toHaveLength(3);
+    const first = await expiries(keys);
+    for (const at of first) {
+      expect(at - Date.now()).toBeGreaterThan(32 * 86_400_000 - 60_000);
+      expect(at - Date.now()).toBeLessThanOrEqual(32 * 86_400_000);
+    }
+    // Set again, the expiry would move a second later.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await ticket(publishable, { subject: 'v2', scope: 'show' }, { address });
+    expect(await dayKeys()).toEqual(keys);
+    const later = await expiries(keys);
+    for (const [i, at] of later.entries()) expect(Math.abs(at - first[i]!)).toBeLessThan(300);
+  });
 });
