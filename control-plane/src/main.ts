@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { requireRedisVersion } from './adapters/redis.js';
 import { buildApp } from './app.js';
 import { ConfigError, loadSettings } from './config/load.js';
 import { createContainer } from './container.js';
@@ -51,6 +52,8 @@ async function main(): Promise<void> {
     );
   });
   app.log.info(tools, 'media tools found');
+  const redisVersion = requireRedisVersion(await container.redis.info('server'));
+  app.log.info({ redisVersion }, 'redis version accepted');
   const applied = await runMigrations(container.pool);
   if (applied.length > 0) app.log.info({ migrations: applied }, 'migrations applied');
   await internal.listen({ host: settings.SVC_INTERNAL_HOST, port: settings.SVC_INTERNAL_PORT });

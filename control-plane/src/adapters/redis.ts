@@ -16,6 +16,23 @@ export function createRedis(url: string): Redis {
   });
 }
 
+/** The oldest Redis the scripts run on: the shield's uses EXPIRE … NX, new in 7.0. */
+export const OLDEST_REDIS_MAJOR = 7;
+
+/**
+ * Refuses a Redis older than the scripts need, from its `INFO server` text: otherwise the first
+ * script that uses a newer command would fail a request, long after the start.
+ */
+export function requireRedisVersion(info: string): string {
+  const version = /^redis_version:(\S+)/m.exec(info)?.[1];
+  if (!version) throw new Error('Redis did not say its version (INFO server)');
+  if (Number.parseInt(version, 10) < OLDEST_REDIS_MAJOR)
+    throw new Error(
+      `Redis ${version} is too old: the control plane needs Redis ${OLDEST_REDIS_MAJOR} or later`,
+    );
+  return version;
+}
+
 /**
  * A Lua script called by its SHA, sent whole only when Redis does not know it yet (after a restart).
  * Not ioredis's defineCommand: a command defined after an auto-pipeline was made is missing from it.
