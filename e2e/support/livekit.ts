@@ -118,7 +118,7 @@ function startAudioFeed(source: AudioSource): () => Promise<void> {
   })();
   return () => {
     running = false;
-    return Promise.race([loop, delay(1_000)]);
+    return Promise.race([loop, delay(1_000, undefined, { ref: false })]);
   };
 }
 
