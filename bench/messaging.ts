@@ -13,7 +13,7 @@
  * per round; the paths take three rounds in turns so that the drift of a shared machine hits all.
  * Before them, every path runs its three rounds on a group of warm-up recipients of its own: measured
  * cold, 200 recipients' 600 calls charged the JIT's compiling to the paths (an OTP's node CPU read
- * 4.97 ms, 2.60 ms once warm; floor (a)'s 1.50 ms, 0.53 ms warm).
+ * 4.97 ms, 1.80 ms once warm; floor (a)'s 1.50 ms, 0.29 ms warm).
  *
  *   npm run stack -- up --profile test && npx tsx bench/messaging.ts [recipients] [concurrency]
  */

@@ -17,7 +17,7 @@ export function createRedis(url: string): Redis {
 }
 
 /** The oldest Redis the scripts run on: the shield's uses EXPIRE … NX, new in 7.0. */
-export const OLDEST_REDIS_MAJOR = 7;
+const OLDEST_REDIS_MAJOR = 7;
 
 /**
  * Refuses a Redis older than the scripts need, from its `INFO server` text: otherwise the first
