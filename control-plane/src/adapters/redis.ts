@@ -11,8 +11,11 @@ export function createRedis(url: string): Redis {
     connectTimeout: 2_000,
     maxRetriesPerRequest: 1,
     lazyConnect: false,
-    // Commands issued in the same tick (concurrent requests) share one write to the socket.
-    enableAutoPipelining: true,
+    // No auto-pipelining: ioredis keeps one auto-pipeline in flight per connection, so commands of
+    // concurrent requests wait for the whole previous batch to be answered. With the admission
+    // scripts that cost Redis tens of µs each, that wait left the process idle: a shield ticket went
+    // 24% faster at 16 in flight without it (the other mints 1–12%; a bare SET the same ± noise).
+    enableAutoPipelining: false,
   });
 }
 
