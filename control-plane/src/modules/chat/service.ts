@@ -230,10 +230,11 @@ export function createChatService(deps: {
   async function mint(
     principal: Principal,
     settings: RealtimeAppRow,
-    identity: { localPart: string; nickname: string; roomPrefix?: string; ttlSeconds: number },
+    identity: { localPart: string; nickname: string; roomPrefix?: string; ttlSeconds: number; id?: string },
     admit: Admit,
   ) {
-    const { id } = parseChatIdentity(identity.localPart)!;
+    // A personal identity's id is the user's own, given; an org identity's is read from its node.
+    const id = identity.id ?? parseChatIdentity(identity.localPart)!.id;
     const now = deps.clock.now();
     const password = newSecret('');
     const expiresAt = now.getTime() + identity.ttlSeconds * 1000;
@@ -274,6 +275,7 @@ export function createChatService(deps: {
         settings,
         {
           localPart: scopedNode(settings.chat_prefix, input.user_id),
+          id: input.user_id,
           nickname: input.name ?? input.user_id,
           ttlSeconds: input.ttl_seconds,
         },
