@@ -7,9 +7,11 @@
  *   (b) a route that does one Redis write.
  * Paths compared with (a): priced calls and credential mints with a live key, signed read URLs.
  * Paths compared with (b): credential mints with a test key, shield tickets.
- * Each path and its floor are measured in turns (four rounds each), so that the drift of a shared
- * machine hits both alike; the ratio compares their totals. Under each, the CPU a call took in this
- * process, PostgreSQL and Redis (bench/cpu.ts): where a path's cost above its floor goes.
+ * Each path and its floor are measured in turns (eight rounds each), so that the drift of a shared
+ * machine hits both alike; the ratios compare their totals, and each round's (their median and
+ * spread: a round that other work on the machine hit shows as an outlier rather than moving the
+ * figure). Under each, the CPU a call took in this process, PostgreSQL and Redis (bench/cpu.ts):
+ * where a path's cost above its floor goes.
  *
  *   npm run stack -- up --profile test && taskset -c 1 npx tsx bench/core.ts [calls] [concurrency] [only]
  *
@@ -25,10 +27,12 @@ import { createContainer } from '../control-plane/src/container.js';
 import { mountFloors } from '../control-plane/test/floors.js';
 import { createCustomer } from '../control-plane/test/support.js';
 import { cpuLine, cpuMeter, noCpu } from './cpu.js';
-import { type Figures, figures, percentiles, timed, useTestStackSettings } from './support.js';
+import { type Figures, figures, percentiles, roundRatios, timed, useTestStackSettings } from './support.js';
+
+type Ratios = ReturnType<typeof roundRatios>;
 
 useTestStackSettings();
-const calls = Number(process.argv[2] ?? 3_000);
+const calls = Number(process.argv[2] ?? 6_000);
 const concurrency = Number(process.argv[3] ?? 16);
 const only = new RegExp(process.argv[4] ?? '');
 const container = await createContainer(loadSettings(process.env));
@@ -38,8 +42,11 @@ await mountFloors(app, container);
 await app.ready();
 const { charged } = cpuMeter();
 
-/** Rounds in which a path and its floor take turns, so that the machine's drift hits both alike. */
-const ROUNDS = 4;
+/**
+ * Rounds in which a path and its floor take turns, so that the machine's drift hits both alike: eight,
+ * for a median of the rounds' ratios that one disturbed round cannot move.
+ */
+const ROUNDS = 8;
 /**
  * Calls of warm-up before each path and its floor are measured. 200 left the floor half-warm for the
  * first path measured: its node CPU per call went from 0.80 to 0.43 ms over the run, which made the
@@ -66,7 +73,7 @@ async function compare(
   floorLabel: string,
   floor: () => Promise<number>,
   request: (i: number) => Promise<number>,
-): Promise<[Figures, Figures]> {
+): Promise<[Figures, Figures, Ratios]> {
   let next = 0;
   const path = () => request(next++);
   await timedChecked(WARM_UP, floor, floorLabel);
@@ -80,7 +87,11 @@ async function compare(
     floorRuns.push(await charged(floorCpu, () => timedChecked(perRound, floor, floorLabel)));
     pathRuns.push(await charged(pathCpu, () => timedChecked(perRound, path, label)));
   }
-  const measured: [Figures, Figures] = [figures(pathRuns), figures(floorRuns)];
+  const measured: [Figures, Figures, Ratios] = [
+    figures(pathRuns),
+    figures(floorRuns),
+    roundRatios(pathRuns, floorRuns),
+  ];
   console.log(line(label, measured[0]));
   console.log(cpuLine(pathCpu, perRound * ROUNDS, 3));
   console.log(line(`  its floor ${floorLabel}`, measured[1]));
@@ -141,7 +152,7 @@ const floors = {
   b: () => inject('POST', '/bench/floor/redis', {}),
 };
 const floorLabels = { a: '(a) one INSERT in one transaction', b: '(b) one Redis write' };
-const results: [label: string, floor: 'a' | 'b', path: Figures, floor: Figures][] = [];
+const results: [label: string, floor: 'a' | 'b', path: Figures, floor: Figures, rounds: Ratios][] = [];
 const path = async (label: string, floor: 'a' | 'b', request: (i: number) => Promise<number>) => {
   if (!only.test(label)) return;
   results.push([label, floor, ...(await compare(label, floorLabels[floor], floors[floor], request))]);
@@ -179,13 +190,13 @@ await path('shield ticket', 'b', (i) =>
 );
 
 console.log(
-  '\nratios against the floor measured in turns with each path (throughput: ≥ 0.5 wanted; p99: ≤ 2 wanted)',
+  `\nratios against the floor measured in turns with each path (throughput: ≥ 0.5 wanted; p99: ≤ 2 wanted):\nover all ${ROUNDS} rounds, and the median of the rounds' own (lowest–highest)`,
 );
-for (const [label, floor, figures, floorFigures] of results) {
+for (const [label, floor, figures, floorFigures, rounds] of results) {
   const throughput = figures.perSecond / floorFigures.perSecond;
   const p99 = figures.p99 / floorFigures.p99;
   console.log(
-    `  ${label.padEnd(44)} ${throughput.toFixed(2).padStart(5)}× (${floor}) throughput   p99 ${p99.toFixed(2).padStart(5)}× floor`,
+    `  ${label.padEnd(44)} ${throughput.toFixed(2).padStart(5)}× (${floor}) throughput, median ${rounds.median.toFixed(2)} (${rounds.low.toFixed(2)}–${rounds.high.toFixed(2)})   p99 ${p99.toFixed(2).padStart(5)}× floor`,
   );
 }
 

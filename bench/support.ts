@@ -98,6 +98,22 @@ export function figures(runs: Run[]): Figures {
   return { perSecond: (latencies.length / elapsed) * 1000, ...percentiles(latencies) };
 }
 
+/**
+ * The throughput ratio of a path to its floor in each round they took in turns (runs of the same
+ * number of calls): their median and spread. One round that a burst of other work on the machine
+ * hit sways a ratio of totals; the median of the rounds is what the path does most of the time.
+ */
+export function roundRatios(
+  pathRuns: Run[],
+  floorRuns: Run[],
+): { median: number; low: number; high: number } {
+  const ratios = pathRuns.map((run, round) => floorRuns[round]!.elapsed / run.elapsed).sort((a, b) => a - b);
+  const middle = ratios.length / 2;
+  const median =
+    ratios.length % 2 === 1 ? ratios[Math.floor(middle)]! : (ratios[middle - 1]! + ratios[middle]!) / 2;
+  return { median, low: ratios[0]!, high: ratios[ratios.length - 1]! };
+}
+
 /** One line of figures: throughput and latency percentiles. */
 export function report(label: string, latencies: number[], elapsedMs: number): string {
   const sorted = [...latencies].sort((a, b) => a - b);
