@@ -201,6 +201,37 @@ describe('GET /v1/realtime/shield/report', () => {
       ).toBe(422);
   });
 
+  it('adds up the days it covers: verdicts and hits summed, viewers the most of any one day', async () => {
+    const { publishable, token, app } = await shieldApp();
+    const busy = uniqueAddress();
+    for (let viewer = 1; viewer <= 8; viewer += 1)
+      await ticket(publishable, { subject: `v${viewer}`, scope: 'show' }, { address: busy });
+    const report = async (days: number) =>
+      (await callWithKey(ctx.app, token, 'GET', `/v1/realtime/shield/report?days=${days}`)).json();
+    const today = await report(1);
+    const hashed = today.busiest_addresses[0].address as string;
+    // Yesterday's counters, as its tickets would have left them: 12 viewers of the same show and
+    // address, 4 hits, and verdicts of its own.
+    const base = `svc:shield:${app.id}:test`;
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    await ctx.container.redis.hset(`${base}:verdicts:${yesterday}`, { ok: 5, block: 1 });
+    await ctx.container.redis.zadd(`${base}:hits:${yesterday}`, 4, `show\t${hashed}`);
+    await ctx.container.redis.sadd(
+      `${base}:viewers:${yesterday}:show:${hashed}`,
+      ...Array.from({ length: 12 }, (_, viewer) => `y${viewer}`),
+    );
+
+    expect(await report(2)).toEqual({
+      verdicts: { ok: 11, suspicious: 2, bot: 0, block: 1 },
+      busiest_addresses: [{ scope: 'show', address: hashed, viewers: 12, hits: 12 }],
+    });
+    expect(await report(1)).toEqual(today);
+    expect(today).toEqual({
+      verdicts: { ok: 6, suspicious: 2, bot: 0, block: 0 },
+      busiest_addresses: [{ scope: 'show', address: hashed, viewers: 8, hits: 8 }],
+    });
+  });
+
   it('keeps a day’s counters 32 days from its first ticket, whatever comes after', async () => {
     const { publishable, app } = await shieldApp();
     const address = uniqueAddress();

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { type ChainableCommander, Redis } from 'ioredis';
 
 /**
  * One Redis client per process. Commands time out instead of queueing forever while Redis is
@@ -50,4 +50,13 @@ export function redisScript<T>(redis: Redis, lua: string) {
       return (await redis.eval(lua, numberOfKeys, ...keysAndArgs)) as T;
     }
   };
+}
+
+/** The replies of a pipeline's commands, sent in one round trip; the first command that failed throws. */
+export async function pipelined(commands: ChainableCommander): Promise<unknown[]> {
+  const replies = (await commands.exec()) ?? [];
+  return replies.map(([error, reply]) => {
+    if (error) throw error;
+    return reply;
+  });
 }
