@@ -155,7 +155,8 @@ export function createShieldService(deps: {
       const viewersRead = deps.redis.pipeline();
       for (const { scope, address } of busiest)
         for (const day of dayList) viewersRead.scard(`${base}:viewers:${day}:${scope}:${address}`);
-      const viewers = busiest.length > 0 ? ((await pipelined(viewersRead)) as number[]) : [];
+      // With no busiest address the pipeline is empty: ioredis answers [] without a round trip.
+      const viewers = (await pipelined(viewersRead)) as number[];
       const busiest_addresses = busiest.map(({ scope, address, hits: count }, rank) => ({
         scope,
         address,
