@@ -3,7 +3,7 @@ import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { socialStore } from '../src/modules/social/store.js';
 import { callerOrder, type Payer } from '../src/platform/caller.js';
-import { createMetering, type Metering } from '../src/platform/metering.js';
+import { createMetering, type Metering, TURNS_AT_ONCE } from '../src/platform/metering.js';
 import { inTransaction, type Transaction } from '../src/platform/transaction.js';
 import { ledgerTotals } from './ledger.js';
 import { attributes, deliver, participant } from './livekit-webhooks.js';
@@ -183,11 +183,16 @@ describe('turns of priced writes charged together', () => {
     run: (tx: Transaction) => Promise<unknown>;
   }
   /**
-   * One turn of `works` on a metering: a first call goes alone, and the works, charged while it does,
-   * wait for it and make the next turn together. Answers each work's transaction id.
+   * One turn of `works` on a metering: first calls go alone, as many as it runs turns at once, and
+   * the works, charged while they do, wait and make the next turn together. Answers each work's
+   * transaction id.
    */
   async function turnOf(metering: Metering, payer: Payer, works: Work[]) {
-    const alone = metering.charge(payer, usages, async () => 'alone', { together: { order: '' } });
+    const alone = Promise.all(
+      Array.from({ length: TURNS_AT_ONCE }, () =>
+        metering.charge(payer, usages, async () => 'alone', { together: { order: '' } }),
+      ),
+    );
     const charged = works.map(({ order, run }) =>
       metering.charge(
         payer,

@@ -76,34 +76,43 @@ interface Rejectable {
 }
 
 /**
- * Calls taken in turns per key: the first call of a key runs at once; the calls that come while a
- * turn runs wait and make the next turn together (up to `most`), so that a burst costs a few turns
- * instead of a turn a call. `runTurn` settles every call it is given; should it throw, its calls are
- * rejected with the error.
+ * Calls taken in turns per key: a call runs at once while fewer than `lanes` turns of its key run;
+ * the calls that come meanwhile wait and make the next turn together (up to `most`), so that a burst
+ * costs a few turns instead of a turn a call. `runTurn` settles every call it is given; should it
+ * throw, its calls are rejected with the error.
  */
-export function takingTurns<T extends Rejectable>(runTurn: (calls: T[]) => Promise<void>, most: number) {
-  /** Per key: the calls waiting for the running turn to end (present while one runs). */
-  const turns = new Map<string, T[]>();
+export function takingTurns<T extends Rejectable>(
+  runTurn: (calls: T[]) => Promise<void>,
+  most: number,
+  lanes = 1,
+) {
+  /** Per key (present while one of its turns runs): the calls waiting, and the turns running. */
+  const keys = new Map<string, { waiting: T[]; running: number }>();
 
-  async function takeTurns(key: string, first: T) {
+  async function takeTurns(key: string, state: { waiting: T[]; running: number }, first: T) {
     let calls = [first];
     while (calls.length > 0) {
       await runTurn(calls).catch((error: unknown) => {
         for (const call of calls) call.reject(error);
       });
-      calls = turns.get(key)!.splice(0, most);
+      calls = state.waiting.splice(0, most);
     }
-    turns.delete(key);
+    state.running -= 1;
+    if (state.running === 0) keys.delete(key);
   }
 
   return (key: string, call: T): void => {
-    const waiting = turns.get(key);
-    if (waiting) {
-      waiting.push(call);
+    let state = keys.get(key);
+    if (!state) {
+      state = { waiting: [], running: 0 };
+      keys.set(key, state);
+    }
+    if (state.running >= lanes) {
+      state.waiting.push(call);
       return;
     }
-    turns.set(key, []);
-    void takeTurns(key, call);
+    state.running += 1;
+    void takeTurns(key, state, call);
   };
 }
 

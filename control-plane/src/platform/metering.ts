@@ -63,6 +63,13 @@ const cannotPay = (error: unknown) => sqlState(error) === CANNOT_PAY;
  * so a bigger turn waits longer for its last one.
  */
 const MOST_CALLS_TOGETHER = 64;
+/**
+ * Turns of one kind running at once, each on its own connection: while one commits (the charge and
+ * the WAL flush), the next runs its works, where one turn at a time left PostgreSQL a single
+ * connection to work on. Three or more made the turns smaller and cost more CPU a call than they
+ * gained (docs/decisions.md).
+ */
+export const TURNS_AT_ONCE = 2;
 
 export const insufficientBalance = () =>
   new PaymentRequiredError('Your prepaid balance cannot pay for this call; top up to continue');
@@ -407,7 +414,7 @@ export function createMetering(deps: {
     );
   }
 
-  const together = takingTurns(chargeTogether, MOST_CALLS_TOGETHER);
+  const together = takingTurns(chargeTogether, MOST_CALLS_TOGETHER, TURNS_AT_ONCE);
 
   return {
     /**
@@ -422,12 +429,13 @@ export function createMetering(deps: {
      * balance that does not cover it does not refuse it: it is charged in full, like usage after the
      * fact, and may go below zero. Only an empty balance, refused before the work began, stops it.
      *
-     * `together`: live calls of the same usages that come while one is committing are taken in turns
-     * (any payers): their works share one transaction, and each payer is charged once in its COMMIT. A
-     * turn in which a work fails or a balance cannot pay is rolled back and its calls run again alone,
-     * so each call's outcome is the one it would have had alone. Calls with an idempotency key, and
-     * calls charged in full, always go alone. `order` (the caller) orders the works of a turn, so that
-     * rows their first statements lock are taken in one order on every replica.
+     * `together`: live calls of the same usages are taken in turns (any payers; two turns at a time,
+     * and the calls that come meanwhile make the next): a turn's works share one transaction, and
+     * each payer is charged once in its COMMIT. A turn in which a work fails or a balance cannot pay
+     * is rolled back and its calls run again alone, so each call's outcome is the one it would have
+     * had alone. Calls with an idempotency key, and calls charged in full, always go alone. `order`
+     * (the caller) orders the works of a turn, so that rows their first statements lock are taken in
+     * one order by every turn, of this replica or another.
      */
     charge: async <T>(
       payer: Payer,
