@@ -237,7 +237,6 @@ export function socialStore(db: Db) {
         )
         select ${profileColumns}
         from candidates c join profiles p on p.pk = c.pk
-        where svc_fold(${q}) <% p.search_name or lower(p.username) = lower(${q})
         order by lower(p.username) = lower(${q}) desc,
                  round(word_similarity(svc_fold(${q}), p.search_name)::numeric, 1) desc,
                  p.verified desc,
