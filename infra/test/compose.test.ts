@@ -193,6 +193,17 @@ describe('compose.yaml', () => {
     expect(service('redis').networks).toEqual({ data: null });
   });
 
+  composeIt(
+    'runs Redis with its append-only file and a snapshot at most hourly, in both compose files',
+    () => {
+      for (const file of [composeFile, scaleComposeFile]) {
+        const command = [service('redis', file).command ?? []].flat().join(' ');
+        expect(command, file).toContain('--appendonly yes');
+        expect(command, file).toContain('--save 3600 1');
+      }
+    },
+  );
+
   composeIt('publishes the HTTP ports on loopback by default, for a reverse proxy on the host', () => {
     for (const name of ['control-plane', 'ejabberd', 'minio']) {
       expect(publishedHostAddresses(name), name).toEqual(['127.0.0.1']);

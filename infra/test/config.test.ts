@@ -291,7 +291,7 @@ describe('MinIO environment', () => {
 });
 
 describe('Redis config', () => {
-  it('listens on loopback with a password and an append-only file in its data dir', () => {
+  it('listens on loopback with a password and an append-only file in its data dir, snapshotting at most hourly', () => {
     const config = renderRedisConfig(ports, secrets.redisPassword, '/state/data/redis');
     expect(config.split('\n')).toEqual(
       expect.arrayContaining([
@@ -300,6 +300,7 @@ describe('Redis config', () => {
         `requirepass ${secrets.redisPassword}`,
         'dir "/state/data/redis"',
         'appendonly yes',
+        'save 3600 1',
         'daemonize no',
       ]),
     );

@@ -19,6 +19,9 @@ export function renderRedisConfig(ports: PortMap, password: string, dataDir: str
     `requirepass ${password}`,
     `dir ${JSON.stringify(dataDir)}`,
     'appendonly yes',
+    // The append-only file is what a restart loads. Redis's default snapshots wrote the whole dataset
+    // again every minute under load (60 s and 10,000 changes); one an hour at most is enough.
+    'save 3600 1',
     'daemonize no',
     // Empty means stdout, which the runner sends to logs/redis.log.
     'logfile ""',
