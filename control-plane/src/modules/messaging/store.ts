@@ -12,7 +12,7 @@ interface Scope {
 }
 
 const Count = z.object({ count: z.number().int() });
-// Made once: a zod schema built in a send's statement costs the send tens of µs.
+// Made once, not at each send: zod builds a new object type every time.
 const SentAt = z.object({ created_at: z.date() });
 const UserId = z.object({ user_id: z.string() });
 

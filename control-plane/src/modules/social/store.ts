@@ -38,7 +38,7 @@ export const after = (alias: string, position: Position | undefined) =>
 
 const Pk = z.object({ pk: z.number() });
 const Author = z.object({ pk: z.number(), user_id: z.string(), username: z.string() });
-// Made once: a zod schema built in a hot statement costs its call tens of µs.
+// Made once: zod builds a new object type at each merge or extend (about 20 µs of a publish).
 const PublishedBy = Author.merge(DeliveriesMade);
 const Reacted = DeliveriesMade.extend({ reactions: z.number() });
 const Count = z.object({ count: z.number() });
