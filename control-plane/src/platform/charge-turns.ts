@@ -86,10 +86,12 @@ export function takingTurns<T extends Rejectable>(
   most: number,
   lanes = 1,
 ) {
-  /** Per key (present while one of its turns runs): the calls waiting, and the turns running. */
-  const keys = new Map<string, { waiting: T[]; running: number }>();
+  /** A key's calls waiting, and its turns running. */
+  type KeyState = { waiting: T[]; running: number };
+  /** Per key, present while one of its turns runs. */
+  const keys = new Map<string, KeyState>();
 
-  async function takeTurns(key: string, state: { waiting: T[]; running: number }, first: T) {
+  async function takeTurns(key: string, state: KeyState, first: T) {
     let calls = [first];
     while (calls.length > 0) {
       await runTurn(calls).catch((error: unknown) => {

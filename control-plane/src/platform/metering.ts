@@ -429,8 +429,8 @@ export function createMetering(deps: {
      * balance that does not cover it does not refuse it: it is charged in full, like usage after the
      * fact, and may go below zero. Only an empty balance, refused before the work began, stops it.
      *
-     * `together`: live calls of the same usages are taken in turns (any payers; two turns at a time,
-     * and the calls that come meanwhile make the next): a turn's works share one transaction, and
+     * `together`: live calls of the same usages are taken in turns (any payers; TURNS_AT_ONCE at a
+     * time, and the calls that come meanwhile make the next): a turn's works share one transaction, and
      * each payer is charged once in its COMMIT. A turn in which a work fails or a balance cannot pay
      * is rolled back and its calls run again alone, so each call's outcome is the one it would have
      * had alone. Calls with an idempotency key, and calls charged in full, always go alone. `order`

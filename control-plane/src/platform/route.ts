@@ -116,8 +116,8 @@ export interface RouteDeclaration<
   price?: Priced;
   /**
    * Live calls of this operation that come while its turns run share the next one's transaction and
-   * one charge per payer (Metering.charge's `together`): a burst costs PostgreSQL a commit, and each account's
-   * balance row a locked update, per turn instead of per call. Only for work that is plain writes
+   * one charge per payer (Metering.charge's `together`): a burst costs PostgreSQL a commit, and each
+   * account's balance row a locked update, per turn instead of per call. Only for work that is plain writes
    * safe to run again: the works of a turn interleave on one connection (a lock or an advisory lock
    * taken by one is held by all), and when one of them fails, every call of the turn runs again alone.
    */
