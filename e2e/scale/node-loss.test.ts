@@ -97,6 +97,13 @@ async function step<T>(name: string, deadlineMs: number, run: () => Promise<T>):
   }
 }
 
+/** Leaves the call, giving up after LEAVE_DEAD_ROOM_MS: whether the leave completed. */
+const leftInTime = (identity: string, participant: LiveParticipant) =>
+  withTimeout(participant.leave(), LEAVE_DEAD_ROOM_MS, `${identity} leaving`).then(
+    () => true,
+    () => false,
+  );
+
 /** Retries through the outage until it answers, for at most SETTLE_MS. */
 function untilDone<T>(what: string, attempt: () => Promise<T | undefined>) {
   return retryUntilDone(what, attempt, SETTLE_MS);
@@ -421,9 +428,7 @@ describe('the scale profile losing one node of each server under load', () => {
               !present.has(identity) && Date.now() - (joinedAgainAt.get(identity) ?? from) > REJOIN_AFTER_MS;
             if (gaveUp || late) {
               joinedAgainAt.set(identity, Date.now());
-              await withTimeout(participant.leave(), LEAVE_DEAD_ROOM_MS, `${identity} leaving`).catch(
-                () => {},
-              );
+              await leftInTime(identity, participant);
               await enterCall(identity);
             }
           }
@@ -465,10 +470,7 @@ describe('the scale profile losing one node of each server under load', () => {
         // The SDK's leave of a room it resumed on the other node may never complete (its disconnect
         // waits on a callback that a reconnecting room does not send): as an app's server does with a
         // client that will not leave, the caller is removed through LiveKit, and present until then.
-        const left = await withTimeout(participant.leave(), LEAVE_DEAD_ROOM_MS, `${identity} leaving`).then(
-          () => true,
-          () => false,
-        );
+        const left = await leftInTime(identity, participant);
         if (!left) {
           // Not found when the leave reached the server after all; the sessions are checked below.
           const removal = await roomService()
