@@ -682,20 +682,21 @@ describe('webhook deliveries', () => {
     const second = await claim(lapsed, 'x');
     expect(first).toBeDefined();
     expect(second?.id).toBe(first?.id);
-    const success = (claimedUntil: Date) => ({
-      deliveryId: first!.id,
-      claimedUntil,
+    const success = (claimedUntil: Date, address: string) => ({
+      claim: { id: first!.id, claimedUntil, address },
       endpointId: endpoint.id,
       at: now,
       statusCode: 200,
       latencyMs: 1,
       excerpt: '',
     });
-    await store.recordSuccesses([success(new Date(now.getTime() + 30_000))]);
+    // The first claim's, by its end and by its address: the second claim moved the row from there.
+    await store.recordSuccesses([success(new Date(now.getTime() + 30_000), first!.address)]);
+    await store.recordSuccesses([success(new Date(now.getTime() + 30_000), second!.address)]);
     const read = () =>
       callWithKey(own.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries/${first!.id}`);
     expect((await read()).json()).toMatchObject({ status: 'pending', attempts: 0 });
-    await store.recordSuccesses([success(new Date(lapsed.getTime() + 30_000))]);
+    await store.recordSuccesses([success(new Date(lapsed.getTime() + 30_000), second!.address)]);
     expect((await read()).json()).toMatchObject({ status: 'succeeded', attempts: 1 });
 
     const redeliver = () =>
@@ -714,7 +715,8 @@ describe('webhook deliveries', () => {
   it('record an attempt beside the deletion of its endpoint, neither waiting for the other', async () => {
     const { own, endpoint, deliveryId, claim } = await withOneDelivery(13);
     const now = own.clock.now();
-    expect(await claim(now)).toBeDefined();
+    const claimed = await claim(now);
+    expect(claimed).toBeDefined();
     let recording: Promise<unknown> | undefined;
     // A deletion's locks a step at a time, in its order: the endpoint, its delivery (the foreign key's
     // cascade), then the queue row (the trigger). The record starts while it holds the first two.
@@ -729,8 +731,11 @@ describe('webhook deliveries', () => {
       await deletion.query(sql.unsafe`select from webhook_deliveries where id = ${deliveryId} for update`);
       recording = webhooksStore(own.container.pool).recordSuccesses([
         {
-          deliveryId,
-          claimedUntil: new Date(now.getTime() + 30_000),
+          claim: {
+            id: deliveryId,
+            claimedUntil: new Date(now.getTime() + 30_000),
+            address: claimed!.address,
+          },
           endpointId: endpoint.id,
           at: now,
           statusCode: 200,

@@ -14,7 +14,13 @@ import {
 } from './schema.js';
 import { presentEndpoint } from './service.js';
 import { type SigningKeys, signatureHeaders, signingKeys } from './signatures.js';
-import { type ClaimedRow, type EndpointState, type SuccessRecord, webhooksStore } from './store.js';
+import {
+  type Claim,
+  type ClaimedRow,
+  type EndpointState,
+  type SuccessRecord,
+  webhooksStore,
+} from './store.js';
 
 export interface DeliveryOptions {
   /** Attempts one worker runs at once. */
@@ -54,8 +60,15 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   recordEveryMs: 25,
 };
 
-/** A claimed delivery and when its claim lapses (ms). */
+/** A claimed delivery and when its claim lapses. */
 type HeldRow = ClaimedRow & { claimedUntil: Date };
+
+/** The claim by which a worker holds a delivery, as the store's writes about it name it. */
+const claimOf = (row: HeldRow): Claim => ({
+  id: row.id,
+  claimedUntil: row.claimedUntil,
+  address: row.address,
+});
 
 /** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
 const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
@@ -64,6 +77,9 @@ const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
 const PACES_KEPT = 512;
 /** How much the last attempt moves an endpoint's pace. */
 const PACE_WEIGHT = 0.2;
+
+/** Successful attempts recorded in one statement at most. */
+export const RECORDED_AT_ONCE = 256;
 
 /** The delay before the retry that follows the `failures`-th failed attempt, with its jitter. */
 export function retryDelayMs(failures: number, random: () => number = Math.random): number | null {
@@ -173,7 +189,7 @@ export function createWebhookDelivery(deps: {
 
   function keepSuccess(record: SuccessRecord) {
     successes.push(record);
-    if (successes.length >= 256) void recordSuccesses();
+    if (successes.length >= RECORDED_AT_ONCE) void recordSuccesses();
     else recordTimer ??= setTimeout(() => void recordSuccesses(), options.recordEveryMs);
   }
 
@@ -238,10 +254,7 @@ export function createWebhookDelivery(deps: {
     // Deleted since the claim (its deliveries went with it), or disabled: its deliveries wait.
     if (!endpoint) return;
     if (!endpoint.enabled && row.event_type !== 'ping') {
-      await webhooksStore(deps.pool).releaseClaims(
-        [{ id: row.id, claimedUntil: row.claimedUntil }],
-        deps.clock.now(),
-      );
+      await webhooksStore(deps.pool).releaseClaims([claimOf(row)], deps.clock.now());
       return;
     }
     const at = deps.clock.now();
@@ -256,8 +269,7 @@ export function createWebhookDelivery(deps: {
     );
     if (succeeded(outcome) && outcome.kind === 'response') {
       keepSuccess({
-        deliveryId: row.id,
-        claimedUntil: row.claimedUntil,
+        claim: claimOf(row),
         endpointId: row.endpoint_id,
         at,
         statusCode: outcome.status,
@@ -269,8 +281,7 @@ export function createWebhookDelivery(deps: {
     const failures = row.failures + 1;
     const delay = retryDelayMs(failures);
     const failingSince = await webhooksStore(deps.pool).recordFailure({
-      deliveryId: row.id,
-      claimedUntil: row.claimedUntil,
+      claim: claimOf(row),
       endpointId: row.endpoint_id,
       at,
       statusCode: outcome.kind === 'response' ? outcome.status : null,

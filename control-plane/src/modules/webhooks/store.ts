@@ -28,12 +28,20 @@ const ENDPOINTS_EXPLORED = 1_000;
 const ENDPOINTS_WALKED = 20_000;
 
 /**
- * Queue rows (`q`) still held by these claims: each looked up by its id, and its claim's end checked
- * against the row's (a claim lapsed and taken again ends later). Never a join with the claims: the
- * queue is empty between bursts, its statistics say so, and a planner that believes them walks the
- * whole queue once for each claim (1.2 s to record 93 successes behind a backlog of 20,000).
+ * Queue rows (`q`) still held by these claims: each found at the address its claim left it (a TID
+ * scan), and its id and claim's end checked against the row's. Any write to a queue row moves it, so
+ * a row claimed again after its claim lapsed, or given back, is no longer there; should another row
+ * come to sit at a freed address, its id or its end tells it apart. Neither a join with the claims
+ * nor a lookup by id: the queue is empty between bursts, its statistics say so, and a planner that
+ * believes them scans the whole queue, testing each row against every claim: after an idle spell, a
+ * join took 1.2 s to record 93 successes behind a backlog of 20,000, and a lookup by id 131-218 ms to
+ * record 256 (bench/webhook-claims.ts; by address 11-12 ms, as once the queue is analyzed).
  */
 function stillHeld(claims: readonly Claim[]) {
+  const addresses = sql.array(
+    claims.map((claim) => claim.address),
+    'tid',
+  );
   const ids = sql.array(
     claims.map((claim) => claim.id),
     'text',
@@ -42,7 +50,9 @@ function stillHeld(claims: readonly Claim[]) {
     claims.map((claim) => claim.claimedUntil.toISOString()),
     'timestamptz',
   );
-  return sql.fragment`q.delivery_id = any(${ids}) and q.due_at = (${ends})[array_position(${ids}, q.delivery_id)]`;
+  return sql.fragment`q.ctid = any(${addresses})
+    and q.delivery_id = (${ids})[array_position(${addresses}, q.ctid)]
+    and q.due_at = (${ends})[array_position(${addresses}, q.ctid)]`;
 }
 
 /**
@@ -83,6 +93,8 @@ export const ClaimedRow = z.object({
   body: z.string(),
   app_id: z.string(),
   mode: z.enum(['live', 'test']),
+  /** Where the claim left the delivery's queue row: writes about the claim find it there. */
+  address: z.string(),
 });
 export type ClaimedRow = z.infer<typeof ClaimedRow>;
 
@@ -98,12 +110,13 @@ export type EndpointState = z.infer<typeof EndpointState>;
 export interface Claim {
   id: string;
   claimedUntil: Date;
+  /** The queue row's address (ctid) after the claim. */
+  address: string;
 }
 
 /** A successful attempt, waiting to be recorded with others. */
 export interface SuccessRecord {
-  deliveryId: string;
-  claimedUntil: Date;
+  claim: Claim;
   endpointId: string;
   at: Date;
   statusCode: number;
@@ -347,9 +360,10 @@ export function webhooksStore(db: Db) {
           -- since the snapshot has a new address: it waits for the next claim.
           update webhook_due q set due_at = ${sql.timestamp(claim.claimUntil)}
           where q.ctid = any(array(select address from claimable))
-          returning q.delivery_id
+          returning q.delivery_id, q.ctid as address
         )
-        select d.id, d.event_id, d.endpoint_id, d.failures, ev.type as event_type, ev.body, e.app_id, e.mode
+        select d.id, d.event_id, d.endpoint_id, d.failures, ev.type as event_type, ev.body, e.app_id, e.mode,
+               claimed.address::text as address
         from claimed
         join webhook_deliveries d on d.id = claimed.delivery_id
         join webhook_events ev on ev.id = d.event_id
@@ -377,11 +391,11 @@ export function webhooksStore(db: Db) {
      * held by its claim (deleted, or taken by another worker after the claim lapsed) is left as it is.
      */
     recordSuccesses: (records: readonly SuccessRecord[]) => {
-      const claims = records.map((r) => ({ id: r.deliveryId, claimedUntil: r.claimedUntil }));
+      const claims = records.map((r) => r.claim);
       return db.query(sql.unsafe`
         with done as (
           select * from ${sql.unnest(
-            records.map((r) => [r.deliveryId, r.at.toISOString(), r.statusCode, r.latencyMs, r.excerpt]),
+            records.map((r) => [r.claim.id, r.at.toISOString(), r.statusCode, r.latencyMs, r.excerpt]),
             ['text', 'timestamptz', 'int4', 'int4', 'text'],
           )} as done (delivery_id, attempted_at, status_code, latency_ms, response_excerpt)
         ),
@@ -417,8 +431,7 @@ export function webhooksStore(db: Db) {
      * held by its claim (deleted, or taken by another worker after the claim lapsed).
      */
     recordFailure: (attempt: {
-      deliveryId: string;
-      claimedUntil: Date;
+      claim: Claim;
       endpointId: string;
       at: Date;
       statusCode: number | null;
@@ -427,7 +440,7 @@ export function webhooksStore(db: Db) {
       excerpt: string;
       nextAttemptAt: Date | null;
     }) => {
-      const claims = [{ id: attempt.deliveryId, claimedUntil: attempt.claimedUntil }];
+      const claims = [attempt.claim];
       const held = sql.fragment`${ofLocked} and ${stillHeld(claims)}`;
       return db.maybeOneFirst(
         sql.type(z.object({ failing_since: z.date() }))`
