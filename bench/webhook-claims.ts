@@ -70,6 +70,8 @@ async function claimAndRecordMs(endpointId: string, backlog: number) {
         latencyMs: 1,
         excerpt: '',
       }));
+      // The worker records in a transaction of its own, without the claim's planner setting.
+      await tx.query(statement`set local enable_bitmapscan to default`);
       started = performance.now();
       await store.recordSuccesses(records);
       times.record.push(performance.now() - started);

@@ -4,12 +4,12 @@
  * what, and when retries fall due.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { sql } from 'slonik';
+import { type DatabasePool, sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RETRY_DELAYS_SECONDS, RETRY_JITTER } from '../src/modules/webhooks/schema.js';
-import { webhooksStore } from '../src/modules/webhooks/store.js';
+import { type Claim, webhooksStore } from '../src/modules/webhooks/store.js';
 import { parseUsd } from '../src/platform/money.js';
 import { DeliveriesMade, type EventInput } from '../src/platform/outbox.js';
 import { inTransaction } from '../src/platform/transaction.js';
@@ -96,6 +96,36 @@ async function withOneDelivery(yearsAhead: number) {
       }),
     ).then((rows) => rows.find((row) => row.id === deliveryId));
   return { own, hook, customer, endpoint, deliveryId: deliveryId!, claim };
+}
+
+/** A successful attempt of a claim, as the worker records it. */
+const successOf = (claim: Claim, endpointId: string, at: Date) => ({
+  claim,
+  endpointId,
+  at,
+  statusCode: 200,
+  latencyMs: 1,
+  excerpt: '',
+});
+
+/**
+ * Starts recording `success` while the transaction of backend `pid` holds what the record needs;
+ * answers the record (wrapped, not awaited) once it waits for that transaction.
+ */
+async function recordBehind(
+  pool: DatabasePool,
+  pid: number,
+  what: string,
+  success: ReturnType<typeof successOf>,
+) {
+  const recording = webhooksStore(pool).recordSuccesses([success]);
+  const waiting = sql.type(z.object({ waiting: z.number() }))`
+    select count(*)::int as waiting from pg_stat_activity where ${pid} = any(pg_blocking_pids(pid))`;
+  for (let tries = 0; (await pool.oneFirst(waiting)) === 0; tries += 1) {
+    if (tries > 100) throw new Error(`the record never waited for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return { recording };
 }
 
 const specSignature = (secret: string, body: string) =>
@@ -682,14 +712,8 @@ describe('webhook deliveries', () => {
     const second = await claim(lapsed, 'x');
     expect(first).toBeDefined();
     expect(second?.id).toBe(first?.id);
-    const success = (claimedUntil: Date, address: string) => ({
-      claim: { id: first!.id, claimedUntil, address },
-      endpointId: endpoint.id,
-      at: now,
-      statusCode: 200,
-      latencyMs: 1,
-      excerpt: '',
-    });
+    const success = (claimedUntil: Date, address: string) =>
+      successOf({ id: first!.id, claimedUntil, address }, endpoint.id, now);
     // The first claim's, by its end and by its address: the second claim moved the row from there.
     await store.recordSuccesses([success(new Date(now.getTime() + 30_000), first!.address)]);
     await store.recordSuccesses([success(new Date(now.getTime() + 30_000), second!.address)]);
@@ -712,6 +736,58 @@ describe('webhook deliveries', () => {
     expect(hook.received).toHaveLength(1);
   });
 
+  it('write nothing for a claim taken again while its record waits for the row', async () => {
+    const { own, customer, endpoint, deliveryId, claim } = await withOneDelivery(12);
+    const now = own.clock.now();
+    const first = await claim(now);
+    expect(first).toBeDefined();
+    const lapsed = new Date(now.getTime() + 31_000);
+    let recording: Promise<unknown> | undefined;
+    // Another worker claims the lapsed delivery again and has not committed when the record of the
+    // first claim comes to the row: the record waits, then reads the other worker's version of it.
+    await own.container.pool.connect(async (other) => {
+      await other.query(sql.unsafe`begin`);
+      const pid = await other.oneFirst(
+        sql.type(z.object({ pid: z.number() }))`select pg_backend_pid() as pid`,
+      );
+      const again = await webhooksStore(other).claimDue({
+        now: lapsed,
+        claimUntil: new Date(lapsed.getTime() + 30_000),
+        limit: 1_000,
+        rooms: new Map(),
+        unseenRoom: 10,
+        skip: [],
+        start: '',
+      });
+      expect(again.map((row) => row.id)).toContain(deliveryId);
+      ({ recording } = await recordBehind(
+        own.container.pool,
+        pid,
+        'the other claim',
+        successOf(
+          { id: deliveryId, claimedUntil: new Date(now.getTime() + 30_000), address: first!.address },
+          endpoint.id,
+          now,
+        ),
+      ));
+      await other.query(sql.unsafe`commit`);
+    });
+    await recording;
+    const read = await callWithKey(
+      own.app,
+      customer.token,
+      'GET',
+      `/v1/webhooks/${endpoint.id}/deliveries/${deliveryId}`,
+    );
+    expect(read.json()).toMatchObject({ status: 'pending', attempts: 0 });
+    const due = await own.container.pool.oneFirst(
+      sql.type(
+        z.object({ due_at: z.date() }),
+      )`select due_at from webhook_due where delivery_id = ${deliveryId}`,
+    );
+    expect(due).toEqual(new Date(lapsed.getTime() + 30_000));
+  });
+
   it('record an attempt beside the deletion of its endpoint, neither waiting for the other', async () => {
     const { own, endpoint, deliveryId, claim } = await withOneDelivery(13);
     const now = own.clock.now();
@@ -729,26 +805,16 @@ describe('webhook deliveries', () => {
       );
       await deletion.query(sql.unsafe`select from webhook_endpoints where id = ${endpoint.id} for update`);
       await deletion.query(sql.unsafe`select from webhook_deliveries where id = ${deliveryId} for update`);
-      recording = webhooksStore(own.container.pool).recordSuccesses([
-        {
-          claim: {
-            id: deliveryId,
-            claimedUntil: new Date(now.getTime() + 30_000),
-            address: claimed!.address,
-          },
-          endpointId: endpoint.id,
-          at: now,
-          statusCode: 200,
-          latencyMs: 1,
-          excerpt: '',
-        },
-      ]);
-      const waitingForDeletion = sql.type(z.object({ waiting: z.number() }))`
-        select count(*)::int as waiting from pg_stat_activity where ${pid} = any(pg_blocking_pids(pid))`;
-      for (let tries = 0; (await own.container.pool.oneFirst(waitingForDeletion)) === 0; tries += 1) {
-        if (tries > 100) throw new Error('the record never waited for the deletion');
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      ({ recording } = await recordBehind(
+        own.container.pool,
+        pid,
+        'the deletion',
+        successOf(
+          { id: deliveryId, claimedUntil: new Date(now.getTime() + 30_000), address: claimed!.address },
+          endpoint.id,
+          now,
+        ),
+      ));
       await deletion.query(sql.unsafe`delete from webhook_due where delivery_id = ${deliveryId}`);
       await deletion.query(sql.unsafe`delete from webhook_deliveries where id = ${deliveryId}`);
       await deletion.query(sql.unsafe`commit`);

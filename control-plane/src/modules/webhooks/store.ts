@@ -28,16 +28,27 @@ const ENDPOINTS_EXPLORED = 1_000;
 const ENDPOINTS_WALKED = 20_000;
 
 /**
- * Queue rows (`q`) still held by these claims: each found at the address its claim left it (a TID
- * scan), and its id and claim's end checked against the row's. Any write to a queue row moves it, so
- * a row claimed again after its claim lapsed, or given back, is no longer there; should another row
- * come to sit at a freed address, its id or its end tells it apart. Neither a join with the claims
- * nor a lookup by id: the queue is empty between bursts, its statistics say so, and a planner that
- * believes them scans the whole queue, testing each row against every claim: after an idle spell, a
- * join took 1.2 s to record 93 successes behind a backlog of 20,000, and a lookup by id 131-218 ms to
- * record 256 (bench/webhook-claims.ts; by address 11-12 ms, as once the queue is analyzed).
+ * Queue rows (`q`) still held by these claims: each looked for at the address its claim left it (a
+ * TID scan), and taken only when its id and due time are the claim's own. Every write to a queue row
+ * moves it, so the address finds nothing once the row was claimed again or given back: except while
+ * this statement runs, when it waits for the row that another worker's claim is changing and then
+ * reads that worker's version, which only the id and end check refuse (not every PostgreSQL release
+ * rechecks a TID scan's addresses on such a version). The check also refuses another row that has
+ * come to sit at an address vacuumed free. Neither a join with the claims nor a lookup by id: the
+ * queue is empty between bursts, its statistics say so, and a planner that believes them scans the
+ * whole queue, testing each row against every claim: after an idle spell, a join took 1.2 s to
+ * record 93 successes behind a backlog of 20,000, and a lookup by id 131-218 ms to record 256
+ * (bench/webhook-claims.ts; by address 11-12 ms, as once the queue is analyzed).
  */
-function stillHeld(claims: readonly Claim[]) {
+function stillHeld(given: readonly Claim[]) {
+  // One claim per address, the latest: a claim's address may have been freed and reused by a later
+  // claim of the same batch, and array_position finds only an address's first claim.
+  const latest = new Map<string, Claim>();
+  for (const claim of given) {
+    const known = latest.get(claim.address);
+    if (!known || known.claimedUntil < claim.claimedUntil) latest.set(claim.address, claim);
+  }
+  const claims = [...latest.values()];
   const addresses = sql.array(
     claims.map((claim) => claim.address),
     'tid',
