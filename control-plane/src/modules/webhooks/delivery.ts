@@ -60,15 +60,8 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   recordEveryMs: 25,
 };
 
-/** A claimed delivery and when its claim lapses. */
-type HeldRow = ClaimedRow & { claimedUntil: Date };
-
-/** The claim by which a worker holds a delivery, as the store's writes about it name it. */
-const claimOf = (row: HeldRow): Claim => ({
-  id: row.id,
-  claimedUntil: row.claimedUntil,
-  address: row.address,
-});
+/** A claimed delivery and when its claim lapses: itself the claim the store's writes about it name. */
+type HeldRow = ClaimedRow & Claim;
 
 /** An attempt starts only while its claim has room for it: 5 s, and time to record it. */
 const LAST_START_BEFORE_LAPSE_MS = DELIVERY_TIMEOUT_MS + 5_000;
@@ -254,7 +247,7 @@ export function createWebhookDelivery(deps: {
     // Deleted since the claim (its deliveries went with it), or disabled: its deliveries wait.
     if (!endpoint) return;
     if (!endpoint.enabled && row.event_type !== 'ping') {
-      await webhooksStore(deps.pool).releaseClaims([claimOf(row)], deps.clock.now());
+      await webhooksStore(deps.pool).releaseClaims([row], deps.clock.now());
       return;
     }
     const at = deps.clock.now();
@@ -269,7 +262,7 @@ export function createWebhookDelivery(deps: {
     );
     if (succeeded(outcome) && outcome.kind === 'response') {
       keepSuccess({
-        claim: claimOf(row),
+        claim: row,
         endpointId: row.endpoint_id,
         at,
         statusCode: outcome.status,
@@ -281,7 +274,7 @@ export function createWebhookDelivery(deps: {
     const failures = row.failures + 1;
     const delay = retryDelayMs(failures);
     const failingSince = await webhooksStore(deps.pool).recordFailure({
-      claim: claimOf(row),
+      claim: row,
       endpointId: row.endpoint_id,
       at,
       statusCode: outcome.kind === 'response' ? outcome.status : null,
