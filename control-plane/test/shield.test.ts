@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BUSIEST_READ_PER_DAY } from '../src/modules/shield/schema.js';
 import { verifyShieldTicket } from '../src/modules/shield/verify.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -230,6 +231,37 @@ describe('GET /v1/realtime/shield/report', () => {
       verdicts: { ok: 6, suspicious: 2, bot: 0, block: 0 },
       busiest_addresses: [{ scope: 'show', address: hashed, viewers: 8, hits: 8 }],
     });
+  });
+
+  it('ranks by every day’s hits while reading only each day’s busiest', async () => {
+    const { token, app } = await shieldApp();
+    const base = `svc:shield:${app.id}:test`;
+    const [today, yesterday] = [0, 1].map((ago) =>
+      new Date(Date.now() - ago * 86_400_000).toISOString().slice(0, 10),
+    );
+    const quiet = 'aaaaaaaaaaaa';
+    // Today: the quiet address 11th with 50 hits, behind ten with 52.
+    await ctx.container.redis.zadd(
+      `${base}:hits:${today}`,
+      50,
+      `show\t${quiet}`,
+      ...Array.from({ length: 10 }, (_, i) => [52, `show\tb${String(i).padStart(11, '0')}`]).flat(),
+    );
+    // Yesterday: its 5 hits among more pairs with as many than a report reads of a day, and last of
+    // them as Redis orders equal hits: only looking it up finds them.
+    await ctx.container.redis.zadd(
+      `${base}:hits:${yesterday}`,
+      5,
+      `show\t${quiet}`,
+      ...Array.from({ length: BUSIEST_READ_PER_DAY + 100 }, (_, i) => [
+        5,
+        `show\tf${String(i).padStart(11, '0')}`,
+      ]).flat(),
+    );
+    const report = (await callWithKey(ctx.app, token, 'GET', '/v1/realtime/shield/report?days=2')).json();
+    expect(report.busiest_addresses).toHaveLength(10);
+    expect(report.busiest_addresses[0]).toEqual({ scope: 'show', address: quiet, viewers: 0, hits: 55 });
+    for (const busy of report.busiest_addresses.slice(1)) expect(busy).toMatchObject({ hits: 52 });
   });
 
   it('keeps a day’s counters 32 days from its first ticket, whatever comes after', async () => {

@@ -12,6 +12,12 @@ export const BLOCK_ABOVE = 20;
 export const TICKETS_PER_MINUTE = 120;
 export const MAX_REPORT_DAYS = 30;
 export const BUSIEST_ADDRESSES = 10;
+/**
+ * A report reads each day's busiest (scope, address) pairs, up to this many, and looks up the other
+ * days' hits of the likeliest this many: some 9,000 pairs for 30 days, however busy the app.
+ */
+export const BUSIEST_READ_PER_DAY = 200;
+export const BUSIEST_COMPLETED = 100;
 
 /**
  * Automation announced by the user agent: headless and driven browsers, HTTP libraries and command
@@ -62,11 +68,17 @@ export const ReportResponse = Type.Object(
           address: Type.String({
             description: 'The address hashed and shortened; raw addresses are never kept',
           }),
-          viewers: Type.Integer(),
-          hits: Type.Integer(),
+          viewers: Type.Integer({ description: 'The most distinct subjects of any one day' }),
+          hits: Type.Integer({ description: 'Tickets over the days' }),
         },
         { additionalProperties: false },
       ),
+      {
+        description:
+          'The ten (scope, address) pairs with the most tickets over the days, most first. Ranked from each' +
+          " day's 200 busiest pairs, completed with their other days' tickets: exact whenever the busiest" +
+          ' stand out from the rest, as busy addresses do.',
+      },
     ),
   },
   { additionalProperties: false },

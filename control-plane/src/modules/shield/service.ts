@@ -7,10 +7,13 @@ import type { AppScope, Principal } from '../../platform/caller.js';
 import { type Clock, utcDay } from '../../platform/clock.js';
 import { errors } from '../../platform/errors.js';
 import type { RealtimeService } from '../realtime/service.js';
+import { type Contender, contenders, dayHits, rankBusiest } from './busiest.js';
 import {
   AUTOMATION_USER_AGENT,
   BLOCK_ABOVE,
   BUSIEST_ADDRESSES,
+  BUSIEST_COMPLETED,
+  BUSIEST_READ_PER_DAY,
   SUSPICIOUS_ABOVE,
   TICKET_TTL_SECONDS,
   TICKETS_PER_MINUTE,
@@ -123,35 +126,49 @@ export function createShieldService(deps: {
     },
 
     /**
-     * The days' verdicts and busiest addresses in two Redis round trips (pipelines): the days'
-     * counters, then the busiest addresses' viewers of each day. Read one command at a time, a 30-day
-     * report waited for 90 replies one after another (360 commands).
+     * The days' verdicts and busiest addresses in at most three Redis round trips (pipelines): the
+     * days' verdicts and busiest pairs, the hits of the likeliest pairs in the days they were not
+     * among the busiest read, then the busiest pairs' viewers of each day. Each command reads a
+     * bounded part of a day, so a report never holds Redis for long (busiest.ts says why and how).
      */
     report: async (principal: AppScope, days: number) => {
       const base = prefix(principal);
+      const hitsKey = (day: string) => `${base}:hits:${day}`;
       const dayList = lastDays(deps.clock.now(), days);
       const counters = deps.redis.pipeline();
       for (const day of dayList) {
         counters.hgetall(`${base}:verdicts:${day}`);
-        counters.zrange(`${base}:hits:${day}`, '0', '-1', 'WITHSCORES');
+        counters.zrange(hitsKey(day), '0', String(BUSIEST_READ_PER_DAY - 1), 'REV', 'WITHSCORES');
       }
       const counted = await pipelined(counters);
       const verdicts = { ok: 0, suspicious: 0, bot: 0, block: 0 };
-      const hits = new Map<string, number>();
-      for (let day = 0; day < dayList.length; day += 1) {
+      const dayHitsRead = dayList.map((_, day) => {
         const counts = counted[2 * day] as Record<string, string>;
         for (const verdict of VERDICTS) verdicts[verdict] += Number(counts[verdict] ?? 0);
-        const ranked = counted[2 * day + 1] as string[];
-        for (let i = 0; i < ranked.length; i += 2)
-          hits.set(ranked[i]!, (hits.get(ranked[i]!) ?? 0) + Number(ranked[i + 1]));
-      }
-      const busiest = [...hits.entries()]
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, BUSIEST_ADDRESSES)
-        .map(([member, count]) => {
-          const [scope = '', address = ''] = member.split('\t');
-          return { scope, address, hits: count };
+        return dayHits(counted[2 * day + 1] as string[], BUSIEST_READ_PER_DAY);
+      });
+
+      const likeliest = contenders(dayHitsRead, BUSIEST_ADDRESSES, BUSIEST_COMPLETED);
+      const missing = dayList.map(() => [] as Contender[]);
+      for (const contender of likeliest.contenders)
+        for (const day of contender.missingDays) missing[day]!.push(contender);
+      const lookups = deps.redis.pipeline();
+      const lookedUp = missing.flatMap((pairs, day) => {
+        if (pairs.length === 0) return [];
+        lookups.zmscore(hitsKey(dayList[day]!), ...pairs.map((pair) => pair.member));
+        return [pairs];
+      });
+      // With nothing to look up the pipeline is empty: ioredis answers [] without a round trip.
+      const scores = (await pipelined(lookups)) as (string | null)[][];
+      lookedUp.forEach((pairs, read) => {
+        pairs.forEach((pair, i) => {
+          pair.hits += Number(scores[read]![i] ?? 0);
         });
+      });
+      const busiest = rankBusiest(likeliest.contenders, BUSIEST_ADDRESSES).map(({ member, hits }) => {
+        const [scope = '', address = ''] = member.split('\t');
+        return { scope, address, hits };
+      });
       const viewersRead = deps.redis.pipeline();
       for (const { scope, address } of busiest)
         for (const day of dayList) viewersRead.scard(`${base}:viewers:${day}:${scope}:${address}`);
