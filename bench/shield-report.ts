@@ -3,12 +3,14 @@
  * it takes, and how long it holds Redis from everyone else, beside the floor of the same client's
  * round trips with no report running.
  *
- * The days' hits are written straight into Redis, as tickets would leave them (a long tail of one or
- * two hits, twenty busy pairs), under an app id of their own that expires within the hour. Another
- * Redis client PINGs in a loop from a thread of its own, so that the report's work on this thread
- * does not delay it: its slowest round trip while the report runs is how long Redis was held.
+ * The days' hits are written straight into Redis, as tickets would leave them, under an app id of
+ * their own that expires within the hour: a long tail of one or two hits and twenty busy pairs, or
+ * with `even`, one or two hits each, the pairs with two changing by day (no pair stands out, so the
+ * report reads each day deeper: its worst case). Another Redis client PINGs in a loop from a thread
+ * of its own, so that the report's work on this thread does not delay it: its slowest round trip
+ * while the report runs is how long Redis was held.
  *
- *   npm run stack -- up --profile test && npx tsx bench/shield-report.ts [pairs] [days] [runs]
+ *   npm run stack -- up --profile test && npx tsx bench/shield-report.ts [pairs] [days] [runs] [even]
  */
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -21,20 +23,22 @@ useTestStackSettings();
 const pairs = Number(process.argv[2] ?? 50_000);
 const days = Number(process.argv[3] ?? 30);
 const runs = Number(process.argv[4] ?? 5);
+const even = process.argv[5] === 'even';
 const container = await createContainer(loadSettings(process.env));
-const scope = { appId: `app_benchreport${pairs}x${days}`, mode: 'test' as const };
+const scope = { appId: `app_benchreport${pairs}x${days}${even ? 'even' : ''}`, mode: 'test' as const };
 const base = `svc:shield:${scope.appId}:${scope.mode}`;
 const now = container.clock.now();
 const dayList = Array.from({ length: days }, (_, i) => utcDay(new Date(now.getTime() - i * 86_400_000)));
 
-for (const day of dayList) {
+for (const [dayIndex, day] of dayList.entries()) {
   const key = `${base}:hits:${day}`;
   if (await container.redis.exists(key)) continue;
   for (let start = 0; start < pairs; start += 5_000) {
     const scored: (string | number)[] = [];
     for (let i = start; i < Math.min(pairs, start + 5_000); i += 1)
       scored.push(
-        i < 20 ? 1_000 + i : 1 + (i % 3 === 0 ? 1 : 0),
+        // Spread evenly, which pairs have two hits moves from day to day.
+        i < 20 && !even ? 1_000 + i : 1 + ((i + (even ? dayIndex : 0)) % 3 === 0 ? 1 : 0),
         `stream-${i % 200}\t${i.toString(16).padStart(12, '0')}`,
       );
     await container.redis.zadd(key, ...scored);
@@ -84,7 +88,9 @@ async function slowestPingDuring(work: () => Promise<unknown>): Promise<number> 
   return Atomics.load(probe, 1) / 1_000;
 }
 
-console.log(`shield report of ${days} days, ${pairs} (scope, address) pairs a day, ${runs} runs`);
+console.log(
+  `shield report of ${days} days, ${pairs} (scope, address) pairs a day${even ? ', hits spread evenly' : ''}, ${runs} runs`,
+);
 for (let run = 0; run < runs; run += 1) {
   let took = 0;
   const held = await slowestPingDuring(async () => {

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUSIEST_READ_PER_DAY } from '../src/modules/shield/schema.js';
+import { BUSIEST_READS_PER_DAY } from '../src/modules/shield/schema.js';
 import { verifyShieldTicket } from '../src/modules/shield/verify.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -233,35 +233,72 @@ describe('GET /v1/realtime/shield/report', () => {
     });
   });
 
+  /** Today's and yesterday's dates as the shield's day keys name them. */
+  const lastTwoDays = () =>
+    [0, 1].map((ago) => new Date(Date.now() - ago * 86_400_000).toISOString().slice(0, 10)) as [
+      string,
+      string,
+    ];
+  /** `count` (scope, address) pairs of the scope `show` with `hits` each, as ZADD takes them. */
+  const showPairs = (letter: string, count: number, hits: number) =>
+    Array.from({ length: count }, (_, i) => [hits, `show\t${letter}${String(i).padStart(11, '0')}`]).flat();
+
   it('ranks by every day’s hits while reading only each day’s busiest', async () => {
     const { token, app } = await shieldApp();
     const base = `svc:shield:${app.id}:test`;
-    const [today, yesterday] = [0, 1].map((ago) =>
-      new Date(Date.now() - ago * 86_400_000).toISOString().slice(0, 10),
-    );
-    const quiet = 'aaaaaaaaaaaa';
+    const [today, yesterday] = lastTwoDays();
+    // A scope may hold a tab: the address is what follows the last one.
+    const quiet = { scope: 'late\tshow', address: 'aaaaaaaaaaaa' };
+    const member = `${quiet.scope}\t${quiet.address}`;
     // Today: the quiet address 11th with 50 hits, behind ten with 52.
-    await ctx.container.redis.zadd(
-      `${base}:hits:${today}`,
-      50,
-      `show\t${quiet}`,
-      ...Array.from({ length: 10 }, (_, i) => [52, `show\tb${String(i).padStart(11, '0')}`]).flat(),
-    );
+    await ctx.container.redis.zadd(`${base}:hits:${today}`, 50, member, ...showPairs('b', 10, 52));
     // Yesterday: its 5 hits among more pairs with as many than a report reads of a day, and last of
     // them as Redis orders equal hits: only looking it up finds them.
     await ctx.container.redis.zadd(
       `${base}:hits:${yesterday}`,
       5,
-      `show\t${quiet}`,
-      ...Array.from({ length: BUSIEST_READ_PER_DAY + 100 }, (_, i) => [
-        5,
-        `show\tf${String(i).padStart(11, '0')}`,
-      ]).flat(),
+      member,
+      ...showPairs('f', BUSIEST_READS_PER_DAY[0] + 100, 5),
+    );
+    await ctx.container.redis.sadd(
+      `${base}:viewers:${yesterday}:${quiet.scope}:${quiet.address}`,
+      'v1',
+      'v2',
+      'v3',
     );
     const report = (await callWithKey(ctx.app, token, 'GET', '/v1/realtime/shield/report?days=2')).json();
     expect(report.busiest_addresses).toHaveLength(10);
-    expect(report.busiest_addresses[0]).toEqual({ scope: 'show', address: quiet, viewers: 0, hits: 55 });
+    expect(report.busiest_addresses[0]).toEqual({ ...quiet, viewers: 3, hits: 55 });
     for (const busy of report.busiest_addresses.slice(1)) expect(busy).toMatchObject({ hits: 52 });
+  });
+
+  it('reads each day deeper once when its first read cannot rank exactly, and counts verdicts once', async () => {
+    const { token, app } = await shieldApp();
+    const base = `svc:shield:${app.id}:test`;
+    const [today, yesterday] = lastTwoDays();
+    // Yesterday's first read leaves the c pairs out (at most 50) and today's leaves o0 (60) and p0-p9
+    // (30) out: the p pairs can have the most and are completed, p0-p9 with 110; the c pairs, read
+    // today only, have 120 (busiest.test.ts has the same days).
+    await ctx.container.redis.zadd(
+      `${base}:hits:${yesterday}`,
+      ...showPairs('p', 100, 80),
+      ...showPairs('m', 100, 50),
+      ...showPairs('c', 10, 50),
+    );
+    await ctx.container.redis.zadd(
+      `${base}:hits:${today}`,
+      ...showPairs('c', 10, 70),
+      ...showPairs('q', 190, 60),
+      ...showPairs('o', 1, 60),
+      ...showPairs('p', 10, 30),
+    );
+    await ctx.container.redis.hset(`${base}:verdicts:${yesterday}`, { ok: 3 });
+    await ctx.container.redis.hset(`${base}:verdicts:${today}`, { ok: 4, bot: 1 });
+    const report = (await callWithKey(ctx.app, token, 'GET', '/v1/realtime/shield/report?days=2')).json();
+    expect(report.verdicts).toEqual({ ok: 7, suspicious: 0, bot: 1, block: 0 });
+    expect(
+      report.busiest_addresses.map((busy: { address: string; hits: number }) => [busy.address, busy.hits]),
+    ).toEqual(Array.from({ length: 10 }, (_, i) => [`c${String(i).padStart(11, '0')}`, 120]));
   });
 
   it('keeps a day’s counters 32 days from its first ticket, whatever comes after', async () => {

@@ -13,10 +13,11 @@ export const TICKETS_PER_MINUTE = 120;
 export const MAX_REPORT_DAYS = 30;
 export const BUSIEST_ADDRESSES = 10;
 /**
- * A report reads each day's busiest (scope, address) pairs, up to this many, and looks up the other
- * days' hits of the likeliest this many: some 9,000 pairs for 30 days, however busy the app.
+ * A report reads each day's 200 busiest (scope, address) pairs, and looks up the other days' hits of
+ * the likeliest 100: some 9,000 pairs for 30 days, however busy the app. When that cannot rank
+ * exactly, it reads each day's 1,000 busiest once more.
  */
-export const BUSIEST_READ_PER_DAY = 200;
+export const BUSIEST_READS_PER_DAY = [200, 1_000] as const;
 export const BUSIEST_COMPLETED = 100;
 
 /**
@@ -75,9 +76,10 @@ export const ReportResponse = Type.Object(
       ),
       {
         description:
-          'The ten (scope, address) pairs with the most tickets over the days, most first. Ranked from each' +
-          " day's 200 busiest pairs, completed with their other days' tickets: exact whenever the busiest" +
-          ' stand out from the rest, as busy addresses do.',
+          `The ${BUSIEST_ADDRESSES} (scope, address) pairs with the most tickets over the days, most first.` +
+          ` Ranked from each day's ${BUSIEST_READS_PER_DAY[0]} busiest pairs (${BUSIEST_READS_PER_DAY[1]}` +
+          " when that cannot rank exactly), completed with their other days' tickets: exact whenever the" +
+          ' busiest stand out from the rest, as busy addresses do.',
       },
     ),
   },

@@ -13,7 +13,7 @@ import {
   BLOCK_ABOVE,
   BUSIEST_ADDRESSES,
   BUSIEST_COMPLETED,
-  BUSIEST_READ_PER_DAY,
+  BUSIEST_READS_PER_DAY,
   SUSPICIOUS_ABOVE,
   TICKET_TTL_SECONDS,
   TICKETS_PER_MINUTE,
@@ -21,6 +21,9 @@ import {
   type Verdict,
 } from './schema.js';
 import { signTicketPayload } from './verify.js';
+
+/** A report's reads of the days' busiest pairs, at most this many pairs in one pipeline. */
+const PAIRS_READ_AT_ONCE = 6_000;
 
 /** Counters are kept a little longer than the longest report (30 days). */
 const KEEP_SECONDS = 32 * 86_400;
@@ -126,48 +129,69 @@ export function createShieldService(deps: {
     },
 
     /**
-     * The days' verdicts and busiest addresses in at most three Redis round trips (pipelines): the
-     * days' verdicts and busiest pairs, the hits of the likeliest pairs in the days they were not
-     * among the busiest read, then the busiest pairs' viewers of each day. Each command reads a
-     * bounded part of a day, so a report never holds Redis for long (busiest.ts says why and how).
+     * The days' verdicts and busiest addresses, mostly in three Redis round trips (pipelines): the
+     * days' verdicts and busiest pairs, the other days' hits of the likeliest pairs, then the busiest
+     * pairs' viewers of each day. A ranking that could not be exact reads each day deeper once first.
+     * Each command reads a bounded part of a day, so a report never holds Redis for long (busiest.ts).
      */
     report: async (principal: AppScope, days: number) => {
       const base = prefix(principal);
       const hitsKey = (day: string) => `${base}:hits:${day}`;
       const dayList = lastDays(deps.clock.now(), days);
-      const counters = deps.redis.pipeline();
-      for (const day of dayList) {
-        counters.hgetall(`${base}:verdicts:${day}`);
-        counters.zrange(hitsKey(day), '0', String(BUSIEST_READ_PER_DAY - 1), 'REV', 'WITHSCORES');
-      }
-      const counted = await pipelined(counters);
       const verdicts = { ok: 0, suspicious: 0, bot: 0, block: 0 };
-      const dayHitsRead = dayList.map((_, day) => {
-        const counts = counted[2 * day] as Record<string, string>;
-        for (const verdict of VERDICTS) verdicts[verdict] += Number(counts[verdict] ?? 0);
-        return dayHits(counted[2 * day + 1] as string[], BUSIEST_READ_PER_DAY);
-      });
 
-      const likeliest = contenders(dayHitsRead, BUSIEST_ADDRESSES, BUSIEST_COMPLETED);
-      const missing = dayList.map(() => [] as Contender[]);
-      for (const contender of likeliest.contenders)
-        for (const day of contender.missingDays) missing[day]!.push(contender);
-      const lookups = deps.redis.pipeline();
-      const lookedUp = missing.flatMap((pairs, day) => {
-        if (pairs.length === 0) return [];
-        lookups.zmscore(hitsKey(dayList[day]!), ...pairs.map((pair) => pair.member));
-        return [pairs];
-      });
-      // With nothing to look up the pipeline is empty: ioredis answers [] without a round trip.
-      const scores = (await pipelined(lookups)) as (string | null)[][];
-      lookedUp.forEach((pairs, read) => {
-        pairs.forEach((pair, i) => {
-          pair.hits += Number(scores[read]![i] ?? 0);
+      /** Ranks from each day's `limit` busiest pairs, counting the verdicts too when asked. */
+      const rank = async (limit: number, countVerdicts: boolean) => {
+        // Redis answers a pipeline's commands one after another, serving no one else in between: a
+        // deeper read goes as several pipelines of a few days each.
+        const daysAtOnce = Math.max(1, Math.floor(PAIRS_READ_AT_ONCE / limit));
+        const replies: unknown[] = [];
+        for (let from = 0; from < dayList.length; from += daysAtOnce) {
+          const reads = deps.redis.pipeline();
+          for (const day of dayList.slice(from, from + daysAtOnce)) {
+            if (countVerdicts) reads.hgetall(`${base}:verdicts:${day}`);
+            // One more than the day's busiest: the busiest pair the read leaves out bounds the others.
+            reads.zrange(hitsKey(day), '0', String(limit), 'REV', 'WITHSCORES');
+          }
+          replies.push(...(await pipelined(reads)));
+        }
+        const perDay = countVerdicts ? 2 : 1;
+        const read = dayList.map((_, day) => {
+          if (countVerdicts) {
+            const counts = replies[perDay * day] as Record<string, string>;
+            for (const verdict of VERDICTS) verdicts[verdict] += Number(counts[verdict] ?? 0);
+          }
+          return dayHits(replies[perDay * day + perDay - 1] as string[], limit);
         });
-      });
-      const busiest = rankBusiest(likeliest.contenders, BUSIEST_ADDRESSES).map(({ member, hits }) => {
-        const [scope = '', address = ''] = member.split('\t');
-        return { scope, address, hits };
+        const likeliest = contenders(read, BUSIEST_ADDRESSES, BUSIEST_COMPLETED);
+        const missing = dayList.map(() => [] as Contender[]);
+        for (const contender of likeliest.contenders)
+          for (const day of contender.missingDays) missing[day]!.push(contender);
+        const lookups = deps.redis.pipeline();
+        const lookedUp = missing.flatMap((pairs, day) => {
+          if (pairs.length === 0) return [];
+          lookups.zmscore(hitsKey(dayList[day]!), ...pairs.map((pair) => pair.member));
+          return [pairs];
+        });
+        // With nothing to look up the pipeline is empty: ioredis answers [] without a round trip.
+        const scores = (await pipelined(lookups)) as (string | null)[][];
+        const completed = likeliest.contenders.map((pair) => ({ member: pair.member, hits: pair.hits }));
+        const byMember = new Map(completed.map((pair) => [pair.member, pair]));
+        lookedUp.forEach((pairs, lookup) => {
+          pairs.forEach((pair, i) => {
+            byMember.get(pair.member)!.hits += Number(scores[lookup]![i] ?? 0);
+          });
+        });
+        return rankBusiest(completed, BUSIEST_ADDRESSES, likeliest.othersAtMost);
+      };
+
+      const [shallow, deep] = BUSIEST_READS_PER_DAY;
+      let ranking = await rank(shallow, true);
+      if (!ranking.exact) ranking = await rank(deep, false);
+      const busiest = ranking.busiest.map(({ member, hits }) => {
+        // The address is the last field: a scope may hold a tab of its own.
+        const split = member.lastIndexOf('\t');
+        return { scope: member.slice(0, split), address: member.slice(split + 1), hits };
       });
       const viewersRead = deps.redis.pipeline();
       for (const { scope, address } of busiest)
