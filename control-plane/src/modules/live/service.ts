@@ -10,6 +10,7 @@ import type { DatabasePool } from 'slonik';
 import type { LiveKitClient } from '../../adapters/livekit.js';
 import type { Payer, Principal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
+import { mapAtMost } from '../../platform/concurrency.js';
 import { errors } from '../../platform/errors.js';
 import { ORG_IDENTITY_MARKER } from '../../platform/identities.js';
 import { withLease } from '../../platform/lease.js';
@@ -45,6 +46,11 @@ export const RECONCILE_GRACE_MS = 60_000;
 export const EVENT_RETENTION_MS = 7 * 86_400_000;
 /** How often the spend guard looks at live accounts with open sessions. */
 export const SPEND_GUARD_EVERY_MS = 5_000;
+/**
+ * Participants removed from LiveKit at once: a room LiveKit no longer has takes seconds to answer, so
+ * each removal starts as soon as another ends, but a 100,000-viewer room is not 100,000 requests at once.
+ */
+const EVICTIONS_AT_ONCE = 32;
 
 /** Why a participant was removed: under this attribute of its own, and as a data message on this topic. */
 export const NOTICE_TOPIC = 'svc.notice';
@@ -127,19 +133,21 @@ export function createLiveService(deps: {
     endedAt: (session: OpenSessionRow) => Date | null,
   ) {
     const usages = new Map<string, { payer: Payer; usages: Usage[] }>();
+    const closed: { participantSid: string; leftAt: Date; billedSeconds: number }[] = [];
     for (const session of sessions) {
       const ended = endedAt(session);
       // LiveKit stamps a leave to the whole second, which can fall before a join made later in that
       // second: a session that became active is billed at least its first second.
       const billed = ended ? Math.max(1, seconds(session.joined_at, ended)) : 0;
       const leftAt = new Date(Math.max(session.joined_at.getTime(), ended?.getTime() ?? 0));
-      await liveStore(tx).close(session.participant_sid, leftAt, billed);
+      closed.push({ participantSid: session.participant_sid, leftAt, billedSeconds: billed });
       const payer = payerOf(session);
       const key = `${payer.accountId}:${payer.appId}:${payer.mode}:${payer.orgId ?? ''}`;
       const group = usages.get(key) ?? { payer, usages: [] };
       group.usages.push(usageOfSession(session, billed));
       usages.set(key, group);
     }
+    if (closed.length > 0) await liveStore(tx).close(closed);
     for (const key of [...usages.keys()].sort()) {
       const { payer, usages: metered } = usages.get(key)!;
       await deps.metering.meter(tx, payer, metered);
@@ -287,15 +295,20 @@ export function createLiveService(deps: {
     const store = liveStore(deps.pool);
     const sessions = await store.openLiveSessions();
     if (sessions.length === 0) return { accounts: 0, removed: 0 };
-    const accountIds = [...new Set(sessions.map((s) => s.account_id))];
+    // Grouped in one pass: a filter per account was accounts × sessions every few seconds.
+    const byAccount = new Map<string, OpenSessionRow[]>();
+    for (const session of sessions) {
+      const open = byAccount.get(session.account_id);
+      if (open) open.push(session);
+      else byAccount.set(session.account_id, [session]);
+    }
     const [table, positions] = await Promise.all([
       deps.prices.table(),
-      deps.metering.positions(accountIds, now),
+      deps.metering.positions([...byAccount.keys()], now),
     ]);
     let exhausted = 0;
     let removed = 0;
-    for (const accountId of accountIds) {
-      const open = sessions.filter((s) => s.account_id === accountId);
+    for (const [accountId, open] of byAccount) {
       const secondsByMetric = new Map<string, number>();
       for (const session of open) {
         const usage = usageOfSession(session, seconds(session.joined_at, now));
@@ -310,8 +323,9 @@ export function createLiveService(deps: {
       }
       if ((positions.get(accountId)?.balance ?? 0) - accrued > 0) continue;
       exhausted += 1;
-      // At once: a room LiveKit no longer has takes seconds to answer, and must not hold up the others.
-      const evicted = await Promise.all(open.map((session) => evict(session.room, session.identity)));
+      const evicted = await mapAtMost(open, EVICTIONS_AT_ONCE, (session) =>
+        evict(session.room, session.identity),
+      );
       removed += evicted.filter(Boolean).length;
     }
     return { accounts: exhausted, removed };
@@ -402,7 +416,9 @@ export function createLiveService(deps: {
      */
     endOrgCalls: async (orgId: string, identity?: string) => {
       const sessions = await liveStore(deps.pool).openOfOrg(orgId, identity);
-      await Promise.all(sessions.map((session) => evict(session.room, session.identity, ORG_CALL_ENDED)));
+      await mapAtMost(sessions, EVICTIONS_AT_ONCE, (session) =>
+        evict(session.room, session.identity, ORG_CALL_ENDED),
+      );
     },
 
     /**

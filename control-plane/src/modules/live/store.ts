@@ -106,10 +106,21 @@ export function liveStore(db: Db) {
         )`select distinct room from live_sessions where left_at is null`,
       ),
 
-    close: (participantSid: string, leftAt: Date, billedSeconds: number) =>
+    /** Ends sessions in one statement: a room of 100,000 was as many statements in one transaction. */
+    close: (ended: readonly { participantSid: string; leftAt: Date; billedSeconds: number }[]) =>
       db.query(sql.unsafe`
-        update live_sessions set left_at = ${sql.timestamp(leftAt)}, billed_seconds = ${billedSeconds}
-        where participant_sid = ${participantSid}`),
+        update live_sessions s set left_at = e.left_at, billed_seconds = e.billed_seconds
+        from unnest(${sql.array(
+          ended.map((session) => session.participantSid),
+          'text',
+        )}::text[], ${sql.array(
+          ended.map((session) => session.leftAt.toISOString()),
+          'timestamptz',
+        )}::timestamptz[], ${sql.array(
+          ended.map((session) => session.billedSeconds),
+          'int4',
+        )}::int[]) as e(participant_sid, left_at, billed_seconds)
+        where s.participant_sid = e.participant_sid`),
 
     markSeen: (participantSids: readonly string[], at: Date) =>
       db.query(sql.unsafe`

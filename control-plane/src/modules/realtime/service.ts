@@ -3,6 +3,7 @@ import type { EjabberdClient } from '../../adapters/ejabberd.js';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { AppScope } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
+import { mapAtMost } from '../../platform/concurrency.js';
 import { errors } from '../../platform/errors.js';
 import { randomBase62 } from '../../platform/ids.js';
 import { newSecret } from '../../platform/secrets.js';
@@ -112,13 +113,9 @@ export function createRealtimeService(deps: {
     if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
     if (next.maxRoomSize !== current.max_room_size) {
       const rooms = await deps.roomNodes(scope, current.chat_prefix);
-      for (let i = 0; i < rooms.length; i += ROOM_UPDATE_CONCURRENCY) {
-        await Promise.all(
-          rooms
-            .slice(i, i + ROOM_UPDATE_CONCURRENCY)
-            .map((node) => deps.ejabberd.ensureRoom(node, { maxUsers: next.maxRoomSize })),
-        );
-      }
+      await mapAtMost(rooms, ROOM_UPDATE_CONCURRENCY, (node) =>
+        deps.ejabberd.ensureRoom(node, { maxUsers: next.maxRoomSize }),
+      );
     }
   }
 
