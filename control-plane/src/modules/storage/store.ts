@@ -101,7 +101,12 @@ export function storageStore(db: Db) {
            or (mode = 'test' and created_at < ${sql.timestamp(testBefore)})
         order by created_at limit ${limit}`),
 
-    /** Ready bytes per app and mode that have not been metered for `day` yet. */
+    /**
+     * Ready bytes per app and mode that have not been metered for `day` yet. The apps and modes that
+     * hold objects come from a skip along the listing index (one descent each), and only those not
+     * metered yet are summed, through the same index: summing every object and then dropping the
+     * metered ones read the whole table at every run, all day.
+     */
     unmeteredStoredBytes: (day: string) =>
       db.any(
         sql.type(
@@ -112,12 +117,21 @@ export function storageStore(db: Db) {
             bytes: z.number().int(),
           }),
         )`
-          select o.app_id, o.account_id, o.mode, sum(o.size_bytes)::bigint as bytes
-          from storage_objects o
-          where o.status = 'ready'
-            and not exists (select 1 from storage_metered_days m
-                            where m.app_id = o.app_id and m.mode = o.mode and m.day = ${day})
-          group by o.app_id, o.account_id, o.mode`,
+          with recursive scopes as (
+            (select app_id, mode from storage_objects order by app_id, mode limit 1)
+            union all
+            select next.app_id, next.mode from scopes s cross join lateral (
+              select o.app_id, o.mode from storage_objects o
+              where (o.app_id, o.mode) > (s.app_id, s.mode)
+              order by o.app_id, o.mode limit 1) next
+          )
+          select s.app_id, stored.account_id, s.mode, stored.bytes
+          from scopes s cross join lateral (
+            select o.account_id, sum(o.size_bytes)::bigint as bytes from storage_objects o
+            where o.app_id = s.app_id and o.mode = s.mode and o.status = 'ready'
+            group by o.account_id) stored
+          where not exists (select 1 from storage_metered_days m
+                            where m.app_id = s.app_id and m.mode = s.mode and m.day = ${day})`,
       ),
 
     /** Claims a day's metering of one app and mode; false if another replica already did. */
