@@ -189,7 +189,7 @@ for (let page = ''; ; ) {
   const listed: { items: { jid: string }[]; next_cursor: string | null } = (
     await call(
       'GET',
-      `${base}/conversations?limit=200${page && `&cursor=${encodeURIComponent(page)}`}`,
+      `${base}/conversations?limit=100${page && `&cursor=${encodeURIComponent(page)}`}`,
       owner!,
     )
   ).json();

@@ -258,6 +258,9 @@ describe('roles and rights', () => {
     const ownerId = (await owner.call('GET', `${base}/members?status=active`))
       .json()
       .items.find((person: { role: string }) => person.role === 'owner').id;
+    // The spec's page size: at most 100.
+    expect((await owner.call('GET', `${base}/members?limit=100`)).statusCode).toBe(200);
+    expect((await owner.call('GET', `${base}/members?limit=101`)).statusCode).toBe(422);
     expect(errorOf(await admin.call('PATCH', `${base}/members/${ownerId}`, { status: 'disabled' }))).toEqual([
       403,
       'BUSINESS_ROLE',

@@ -277,6 +277,9 @@ describe('who may do what', () => {
     expect(found.map((row: { id: string }) => row.id)).toEqual([ids.member]);
     expect((await owner.call('GET', `${base}/members?status=removed`)).json().items).toEqual([]);
     expect((await owner.call('GET', `${base}/members?status=gone`)).statusCode).toBe(422);
+    // The spec's page size: at most 100.
+    expect((await owner.call('GET', `${base}/members?limit=100`)).statusCode).toBe(200);
+    expect((await owner.call('GET', `${base}/members?limit=101`)).statusCode).toBe(422);
     // A NUL in the search (found by the contract fuzz: PostgreSQL's text cannot hold one) is refused.
     expect((await owner.call('GET', `${base}/members?q=a%00b`)).statusCode).toBe(422);
   });

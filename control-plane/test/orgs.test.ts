@@ -317,7 +317,13 @@ describe('members and teams', () => {
       ).json();
       expect(second).toMatchObject({ items: [{ ext_id: 'm1' }], next_cursor: null });
     }
-    expect((await app.call('GET', '/v1/orgs/corp/members?limit=201')).statusCode).toBe(422);
+    // The spec's page size: at most 100 on every list.
+    for (const list of ['members', 'teams']) {
+      expect((await app.call('GET', `/v1/orgs/corp/${list}?limit=100`)).statusCode).toBe(200);
+      expect((await app.call('GET', `/v1/orgs/corp/${list}?limit=101`)).statusCode).toBe(422);
+    }
+    expect((await app.call('GET', '/v1/orgs?limit=100')).statusCode).toBe(200);
+    expect((await app.call('GET', '/v1/orgs?limit=101')).statusCode).toBe(422);
   });
 
   it(`holds ${ORG_LIMITS.membersPerOrg.toLocaleString('en')} members and ${ORG_LIMITS.teamsPerOrg.toLocaleString('en')} teams per org`, async () => {

@@ -78,6 +78,9 @@ export function answerSchema(schema: TSchema, mediaType?: string): TSchema | obj
   return { description: schema.description, content: { [mediaType]: { schema } } };
 }
 
+/** Spec: "limit max 100 on lists" (the storage list, 1-200, is its one exception). */
+const LIST_LIMIT_MAX = 100;
+
 /** A page size: 1 to `max`, `fallback` when not given. */
 export const Limit = (max: number, fallback: number, description = 'Page size') =>
   Type.Integer({ minimum: 1, maximum: max, default: fallback, description });
@@ -92,6 +95,10 @@ export const PageQueryOf = (max: number, fallback: number) =>
     { limit: Limit(max, fallback), cursor: Type.Optional(Cursor) },
     { additionalProperties: false },
   );
+/** A list's page size and its query, at the spec's largest page. */
+export const ListLimit = (fallback: number, description?: string) =>
+  Limit(LIST_LIMIT_MAX, fallback, description);
+export const ListPageQuery = (fallback: number) => PageQueryOf(LIST_LIMIT_MAX, fallback);
 
 /** A cursor page: the spec's `{items, next_cursor}`. */
 export function Page<T extends TSchema>(item: T, description?: string) {

@@ -18710,11 +18710,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description The 10 (scope, address) pairs with the most tickets over the days, most first. Ranked from each day's 200 busiest pairs (1000 when that cannot rank exactly), completed with their other days' tickets: exact whenever the busiest stand out from the rest, as busy addresses do. */
                         busiest_addresses: {
                             /** @description The address hashed and shortened; raw addresses are never kept */
                             address: string;
+                            /** @description Tickets over the days */
                             hits: number;
                             scope: string;
+                            /** @description The most distinct subjects of any one day */
                             viewers: number;
                         }[];
                         verdicts: {

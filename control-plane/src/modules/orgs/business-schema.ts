@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import { displayName, postText } from '../../platform/identities.js';
-import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+import { Cursor, Deleted, ListLimit, ListPageQuery, literalUnion, Page } from '../../platform/schemas.js';
 import { E164_PATTERN } from '../messaging/schema.js';
 import { LogoUrl, TITLE_MAX, Timestamps } from './schema.js';
 
@@ -442,13 +442,13 @@ export const MyCode = Type.Object(
 
 export const PeopleQuery = Type.Object(
   {
-    limit: Limit(200, 50),
+    limit: ListLimit(50),
     cursor: Type.Optional(Cursor),
     status: Type.Optional(literalUnion(PERSON_STATUSES)),
   },
   { additionalProperties: false },
 );
-export const BusinessPageQuery = PageQueryOf(200, 50);
+export const BusinessPageQuery = ListPageQuery(50);
 
 // ----- rows ------------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import { displayName, postText } from '../../platform/identities.js';
-import { Cursor, Deleted, Limit, literalUnion, Page } from '../../platform/schemas.js';
+import { Cursor, Deleted, ListLimit, literalUnion, Page } from '../../platform/schemas.js';
 import { E164_PATTERN } from '../messaging/schema.js';
 import { Timestamps } from './schema.js';
 
@@ -170,7 +170,7 @@ export const CircleMembersQuery = Type.Object(
     status: Type.Optional(
       literalUnion(['active', 'blocked', 'pending', 'removed'] as const, { description: 'Default active' }),
     ),
-    limit: Limit(200, 50),
+    limit: ListLimit(50),
     cursor: Type.Optional(Cursor),
   },
   { additionalProperties: false },

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import { displayName, externalId } from '../../platform/identities.js';
-import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+import { Cursor, Deleted, ListLimit, ListPageQuery, literalUnion, Page } from '../../platform/schemas.js';
 import { Micros, UsageLine, UsageTotal, Usd } from '../billing/schema.js';
 import { ChatCredential, DEFAULT_CHAT_TTL, MAX_CHAT_TTL, MIN_CHAT_TTL } from '../chat/schema.js';
 import {
@@ -344,7 +344,11 @@ export const OrgUsageQuery = Type.Object(
   { additionalProperties: false },
 );
 export const OrgsUsageQuery = Type.Object(
-  { ...OrgUsageQuery.properties, limit: Limit(200, 50, 'Orgs per page'), cursor: Type.Optional(Cursor) },
+  {
+    ...OrgUsageQuery.properties,
+    limit: ListLimit(50, 'Orgs per page'),
+    cursor: Type.Optional(Cursor),
+  },
   { additionalProperties: false },
 );
 
@@ -398,10 +402,10 @@ export const ReachAnswer = Type.Object({ ok: Type.Boolean() }, { additionalPrope
 export const OrgPage = Page(Org);
 export const MemberPage = Page(Member);
 export const TeamPage = Page(Team);
-export const PageQuery = PageQueryOf(200, 50);
+export const PageQuery = ListPageQuery(50);
 export const OrgListQuery = Type.Object(
   {
-    limit: Limit(200, 50),
+    limit: ListLimit(50),
     cursor: Type.Optional(Cursor),
     status: Type.Optional(literalUnion(ORG_STATUSES)),
   },
