@@ -34,13 +34,19 @@ describe('mapAtMost', () => {
     expect(ended).toEqual(['a', 'b', 'c', 'slow']);
   });
 
-  it('answers nothing for no items and rejects when a task throws', async () => {
+  it('answers nothing for no items, and rejects when a task throws, starting no task after it', async () => {
     expect(await mapAtMost([], 4, async () => 1)).toEqual([]);
+    const started: number[] = [];
     await expect(
-      mapAtMost([1, 2, 3], 2, async (n) => {
+      mapAtMost([1, 2, 3, 4, 5], 2, async (n) => {
+        started.push(n);
         if (n === 2) throw new Error('two');
+        await new Promise((resolve) => setTimeout(resolve, 5));
         return n;
       }),
     ).rejects.toThrow('two');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // 1 was under way when 2 threw, and finished; nothing started after.
+    expect(started).toEqual([1, 2]);
   });
 });
