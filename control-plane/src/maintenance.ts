@@ -98,6 +98,9 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     pruning('moment views', 'moment views of past days', () => container.moments.pruneViews()),
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
     pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
+    pruning('deleted webhook endpoints', 'deliveries of deleted webhook endpoints', () =>
+      container.webhooks.purgeDeleted(),
+    ),
     pruning('messaging sends', 'sends past their 30 days and expired codes', () =>
       container.messaging.prune(),
     ),

@@ -601,7 +601,7 @@ describe('webhook deliveries', () => {
     expect(down.received).toHaveLength(17);
   });
 
-  it('take their queue rows and attempts with them when their event or their endpoint goes', async () => {
+  it('take their queue rows and attempts with them when their event goes, or with the purge once their endpoint is deleted', async () => {
     const hook = await receiver(() => ({ status: 500 }));
     const { customer, endpoint } = await customerWithEndpoint(hook.url);
     const first = await emit(ctx, { appId: customer.app.id });
@@ -621,7 +621,24 @@ describe('webhook deliveries', () => {
     await ctx.container.pool.query(sql.unsafe`delete from webhook_events where id = ${first.id}`);
     expect(await left()).toEqual({ queued: 1, attempts: 1 });
     await callWithKey(ctx.app, customer.token, 'DELETE', `/v1/webhooks/${endpoint.id}`);
+    // Gone from every answer at once, and sent nothing more; its rows go with the next purge.
+    expect(
+      (await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}`)).statusCode,
+    ).toBe(404);
+    expect((await callWithKey(ctx.app, customer.token, 'GET', '/v1/webhooks')).json().items).toEqual([]);
+    expect((await emit(ctx, { appId: customer.app.id })).deliveryIds).toEqual([]);
+    ctx.clock.advance(10_000);
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(2);
+    expect(await left()).toEqual({ queued: 1, attempts: 1 });
+    await ctx.container.webhooks.purgeDeleted();
     expect(await left()).toEqual({ queued: 0, attempts: 0 });
+    expect(
+      await ctx.container.pool.oneFirst(
+        sql.type(z.object({ count: z.number() }))`
+          select count(*)::int as count from webhook_endpoints where id = ${endpoint.id}`,
+      ),
+    ).toBe(0);
   });
 
   it('hold a slow endpoint to its concurrency limit while another endpoint gets its events', async () => {

@@ -132,7 +132,7 @@ export function createOutbox(deps: { clock: Clock }) {
       ctes: sql.fragment`
         outbox_endpoints as (
           select e.id from webhook_endpoints e
-          where e.app_id = ${event.appId} and e.mode = ${event.mode} and ${endpoints}
+          where e.app_id = ${event.appId} and e.mode = ${event.mode} and e.deleted_at is null and ${endpoints}
             ${from ? sql.fragment`and exists (select from ${sql.identifier([from.cte])})` : sql.fragment``}
           -- Locked against deletion: an endpoint deleted meanwhile is skipped, not a failed change.
           for key share

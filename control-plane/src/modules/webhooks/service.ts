@@ -232,10 +232,13 @@ export function createWebhooksService(deps: {
       return presentEndpoint(updated);
     },
 
-    /** Removes the endpoint with its deliveries: nothing more is sent to it. */
+    /**
+     * Removes the endpoint: nothing more is sent to it, and it is gone from every answer at once; its
+     * deliveries follow with the next purge (`purgeDeleted`).
+     */
     remove: async (scope: WebhookScope, id: string) => {
       await endpointOf(scope, id);
-      await webhooksStore(deps.pool).deleteEndpoint(id);
+      await webhooksStore(deps.pool).deleteEndpoint(id, deps.clock.now());
       await states.invalidate(id);
       return { ok: true as const, id };
     },
@@ -280,6 +283,17 @@ export function createWebhooksService(deps: {
       states.get(endpointId, () => webhooksStore(deps.pool).endpointState(endpointId)),
 
     /** Events past their retention go, with their deliveries and attempts. */
+    /**
+     * Deletes what deleted endpoints left, a batch of deliveries at a time (with their attempts and
+     * queue rows), then the endpoints themselves; answers how many deliveries went.
+     */
+    purgeDeleted: async () => {
+      const store = webhooksStore(deps.pool);
+      const purged = await pruneInBatches((limit) => store.purgeDeletedDeliveries(limit));
+      await store.purgeDeletedEndpoints();
+      return purged;
+    },
+
     pruneEvents: () => {
       const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_DAYS * 86_400_000);
       return pruneInBatches((limit) => webhooksStore(deps.pool).pruneEvents(before, limit));

@@ -149,7 +149,8 @@ export function webhooksStore(db: Db) {
     countEndpoints: (appId: string, mode: KeyMode) =>
       db.oneFirst(
         sql.type(z.object({ count: z.number().int() }))`
-          select count(*)::int as count from webhook_endpoints where app_id = ${appId} and mode = ${mode}`,
+          select count(*)::int as count from webhook_endpoints
+          where app_id = ${appId} and mode = ${mode} and deleted_at is null`,
       ),
 
     /** Serialises the endpoint limit check and the creation of one app's endpoints in a mode. */
@@ -179,12 +180,13 @@ export function webhooksStore(db: Db) {
     /** An endpoint as its own app sees it in one mode: any other app or mode finds nothing. */
     findEndpoint: (id: string, appId: string, mode: KeyMode) =>
       db.maybeOne(sql.type(EndpointRow)`
-        select ${endpointColumns} from webhook_endpoints where id = ${id} and app_id = ${appId} and mode = ${mode}`),
+        select ${endpointColumns} from webhook_endpoints
+        where id = ${id} and app_id = ${appId} and mode = ${mode} and deleted_at is null`),
 
     endpointPage: (filter: { appId: string; mode: KeyMode; limit: number; after?: Position }) =>
       db.any(sql.type(EndpointRow)`
         select ${endpointColumns} from webhook_endpoints
-        where app_id = ${filter.appId} and mode = ${filter.mode} ${after(filter.after)}
+        where app_id = ${filter.appId} and mode = ${filter.mode} and deleted_at is null ${after(filter.after)}
         order by created_at desc, id desc
         limit ${filter.limit}`),
 
@@ -209,7 +211,37 @@ export function webhooksStore(db: Db) {
         where id = ${id}
         returning ${endpointColumns}`),
 
-    deleteEndpoint: (id: string) => db.query(sql.unsafe`delete from webhook_endpoints where id = ${id}`),
+    /** Marks the endpoint deleted: nothing sees it any more; the purge takes its rows afterwards. */
+    deleteEndpoint: (id: string, at: Date) =>
+      db.query(sql.unsafe`
+        update webhook_endpoints set deleted_at = ${sql.timestamp(at)}, enabled = false, updated_at = ${sql.timestamp(at)}
+        where id = ${id} and deleted_at is null`),
+
+    /**
+     * Up to `limit` deliveries of deleted endpoints, with their attempts and queue rows (the trigger).
+     * One a worker is recording is skipped for the next batch: taking rows in another order than the
+     * record's could deadlock with it.
+     */
+    purgeDeletedDeliveries: async (limit: number) =>
+      (
+        await db.query(sql.unsafe`
+          with doomed as (
+            select d.id from webhook_endpoints e join webhook_deliveries d on d.endpoint_id = e.id
+            where e.deleted_at is not null
+            limit ${limit}
+            for update of d skip locked
+          )
+          delete from webhook_deliveries where id in (select id from doomed)`)
+      ).rowCount,
+
+    /** Deleted endpoints with no delivery left, and what the cascade still finds (emitted meanwhile). */
+    purgeDeletedEndpoints: async () =>
+      (
+        await db.query(sql.unsafe`
+          delete from webhook_endpoints e
+          where e.deleted_at is not null
+            and not exists (select from webhook_deliveries d where d.endpoint_id = e.id)`)
+      ).rowCount,
 
     deliveryPage: (filter: {
       endpointId: string;
@@ -286,7 +318,7 @@ export function webhooksStore(db: Db) {
         select case when e.enabled
                     then exists (select from webhook_due q where q.endpoint_id = e.id and ${due})
                     else exists (select from webhook_due q where q.endpoint_id = e.id and q.ping and ${due}) end
-        from webhook_endpoints e where e.id = ${endpointId}), false)`;
+        from webhook_endpoints e where e.id = ${endpointId} and e.deleted_at is null), false)`;
       // The queue is empty between bursts and vacuumed so; its statistics then say it holds no row,
       // and a planner believing them reads all of an endpoint's due rows through a bitmap, to sort
       // them, rather than walking its index in due order for the few it takes (130 ms, not 10, for a
@@ -322,7 +354,7 @@ export function webhooksStore(db: Db) {
             union
             select unnest(${sql.array([...claim.rooms.keys()], 'text')})
           ) t
-          join webhook_endpoints e on e.id = t.id
+          join webhook_endpoints e on e.id = t.id and e.deleted_at is null
           left join unnest(${sql.array([...claim.rooms.keys()], 'text')},
                            ${sql.array([...claim.rooms.values()], 'int4')}) as rooms (endpoint_id, room)
             on rooms.endpoint_id = t.id
@@ -383,7 +415,8 @@ export function webhooksStore(db: Db) {
 
     endpointState: (id: string) =>
       db.maybeOne(
-        sql.type(EndpointState)`select url, secret_sealed, enabled from webhook_endpoints where id = ${id}`,
+        sql.type(EndpointState)`
+          select url, secret_sealed, enabled from webhook_endpoints where id = ${id} and deleted_at is null`,
       ),
 
     /**
