@@ -620,6 +620,13 @@ describe('webhook deliveries', () => {
     // As the retention pruner deletes an event.
     await ctx.container.pool.query(sql.unsafe`delete from webhook_events where id = ${first.id}`);
     expect(await left()).toEqual({ queued: 1, attempts: 1 });
+    // A ping that failed too, waiting for its retry: a disabled endpoint still gets pings, so only
+    // the endpoint being deleted keeps it from the next claim.
+    const ping = (
+      await callWithKey(ctx.app, customer.token, 'POST', `/v1/webhooks/${endpoint.id}/test`)
+    ).json();
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(hook.received).toHaveLength(3);
     await callWithKey(ctx.app, customer.token, 'DELETE', `/v1/webhooks/${endpoint.id}`);
     // Gone from every answer at once, and sent nothing more; its rows go with the next purge.
     expect(
@@ -627,12 +634,25 @@ describe('webhook deliveries', () => {
     ).toBe(404);
     expect((await callWithKey(ctx.app, customer.token, 'GET', '/v1/webhooks')).json().items).toEqual([]);
     expect((await emit(ctx, { appId: customer.app.id })).deliveryIds).toEqual([]);
+    const pinged = await inTransaction(ctx.container.pool, (tx) =>
+      ctx.container.outbox.ping(tx, customer.app.id, 'test', endpoint.id),
+    );
+    expect(pinged.deliveryIds).toEqual([]);
     ctx.clock.advance(10_000);
     await ctx.container.webhookDelivery.deliverDue();
-    expect(hook.received).toHaveLength(2);
+    expect(hook.received).toHaveLength(3);
+    // Not claimed either: its retry is still due, not held until a claim's end.
+    const pingDue = () =>
+      ctx.container.pool.maybeOneFirst(
+        sql.type(
+          z.object({ due_at: z.date() }),
+        )`select due_at from webhook_due where delivery_id = ${ping.id}`,
+      );
+    expect((await pingDue())!.getTime()).toBeLessThanOrEqual(ctx.clock.now().getTime());
     expect(await left()).toEqual({ queued: 1, attempts: 1 });
     await ctx.container.webhooks.purgeDeleted();
     expect(await left()).toEqual({ queued: 0, attempts: 0 });
+    expect(await pingDue()).toBeNull();
     expect(
       await ctx.container.pool.oneFirst(
         sql.type(z.object({ count: z.number() }))`

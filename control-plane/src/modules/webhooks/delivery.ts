@@ -244,7 +244,7 @@ export function createWebhookDelivery(deps: {
 
   async function attempt(row: HeldRow) {
     const endpoint = await deps.endpoints.endpointState(row.endpoint_id);
-    // Deleted since the claim (its deliveries went with it), or disabled: its deliveries wait.
+    // Deleted since the claim: its claim lapses and the purge takes the row. Disabled: its deliveries wait.
     if (!endpoint) return;
     if (!endpoint.enabled && row.event_type !== 'ping') {
       await webhooksStore(deps.pool).releaseClaims([row], deps.clock.now());

@@ -228,6 +228,7 @@ export function createWebhooksService(deps: {
         enabled: input.enabled ?? row.enabled,
       };
       const updated = await webhooksStore(deps.pool).updateEndpoint(id, fields, deps.clock.now());
+      if (!updated) throw errors.notFound('Webhook endpoint');
       await states.invalidate(id);
       return presentEndpoint(updated);
     },
@@ -248,6 +249,7 @@ export function createWebhooksService(deps: {
       await endpointOf(scope, id);
       const { secret, sealed, hint } = sealedSecret(id);
       const row = await webhooksStore(deps.pool).replaceSecret(id, sealed, hint, deps.clock.now());
+      if (!row) throw errors.notFound('Webhook endpoint');
       await states.invalidate(id);
       return { ...presentEndpoint(row), secret };
     },
@@ -282,7 +284,6 @@ export function createWebhooksService(deps: {
     endpointState: (endpointId: string) =>
       states.get(endpointId, () => webhooksStore(deps.pool).endpointState(endpointId)),
 
-    /** Events past their retention go, with their deliveries and attempts. */
     /**
      * Deletes what deleted endpoints left, a batch of deliveries at a time (with their attempts and
      * queue rows), then the endpoints themselves; answers how many deliveries went.
@@ -294,6 +295,7 @@ export function createWebhooksService(deps: {
       return purged;
     },
 
+    /** Events past their retention go, with their deliveries and attempts. */
     pruneEvents: () => {
       const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_DAYS * 86_400_000);
       return pruneInBatches((limit) => webhooksStore(deps.pool).pruneEvents(before, limit));

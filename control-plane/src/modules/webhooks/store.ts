@@ -190,9 +190,12 @@ export function webhooksStore(db: Db) {
         order by created_at desc, id desc
         limit ${filter.limit}`),
 
-    /** Writes the endpoint's fields; enabling it clears why the service disabled it. */
+    /**
+     * Writes the endpoint's fields; enabling it clears why the service disabled it. Nothing, for an
+     * endpoint deleted meanwhile.
+     */
     updateEndpoint: (id: string, fields: EndpointFields, at: Date) =>
-      db.one(sql.type(EndpointRow)`
+      db.maybeOne(sql.type(EndpointRow)`
         update webhook_endpoints
         set url = ${fields.url}, description = ${fields.description},
             event_types = ${sql.array(fields.eventTypes, 'text')},
@@ -201,14 +204,15 @@ export function webhooksStore(db: Db) {
             disabled_reason = case when ${fields.enabled} then null else disabled_reason end,
             failing_since = case when ${fields.enabled} and not enabled then null else failing_since end,
             updated_at = ${sql.timestamp(at)}
-        where id = ${id}
+        where id = ${id} and deleted_at is null
         returning ${endpointColumns}`),
 
+    /** A new sealed secret; nothing, for an endpoint deleted meanwhile. */
     replaceSecret: (id: string, sealed: Buffer, hint: string, at: Date) =>
-      db.one(sql.type(EndpointRow)`
+      db.maybeOne(sql.type(EndpointRow)`
         update webhook_endpoints set secret_sealed = ${sql.binary(sealed)}, secret_hint = ${hint},
                                      updated_at = ${sql.timestamp(at)}
-        where id = ${id}
+        where id = ${id} and deleted_at is null
         returning ${endpointColumns}`),
 
     /** Marks the endpoint deleted: nothing sees it any more; the purge takes its rows afterwards. */
