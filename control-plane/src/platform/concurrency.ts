@@ -9,6 +9,7 @@ export async function mapAtMost<T, R>(
   limit: number,
   task: (item: T) => Promise<R>,
 ): Promise<R[]> {
+  if (!(limit >= 1)) throw new RangeError(`mapAtMost needs a limit of at least 1, not ${limit}`);
   const results = new Array<R>(items.length);
   let next = 0;
   let failed = false;

@@ -306,8 +306,9 @@ export function createLiveService(deps: {
       deps.prices.table(),
       deps.metering.positions([...byAccount.keys()], now),
     ]);
-    let exhausted = 0;
-    let removed = 0;
+    // All exhausted accounts' participants in one run of removals: an account with a full room must
+    // not hold up the removals of the others (the next pass waits until this one ends).
+    const exhausted: OpenSessionRow[][] = [];
     for (const [accountId, open] of byAccount) {
       const secondsByMetric = new Map<string, number>();
       for (const session of open) {
@@ -321,14 +322,12 @@ export function createLiveService(deps: {
         const left = Math.max(0, price.allowance - (positions.get(accountId)?.allowanceUsed.get(key) ?? 0));
         accrued += (Math.max(0, quantity - left) * price.priceMicros) / price.unitSize;
       }
-      if ((positions.get(accountId)?.balance ?? 0) - accrued > 0) continue;
-      exhausted += 1;
-      const evicted = await mapAtMost(open, EVICTIONS_AT_ONCE, (session) =>
-        evict(session.room, session.identity),
-      );
-      removed += evicted.filter(Boolean).length;
+      if ((positions.get(accountId)?.balance ?? 0) - accrued <= 0) exhausted.push(open);
     }
-    return { accounts: exhausted, removed };
+    const evicted = await mapAtMost(exhausted.flat(), EVICTIONS_AT_ONCE, (session) =>
+      evict(session.room, session.identity),
+    );
+    return { accounts: exhausted.length, removed: evicted.filter(Boolean).length };
   }
 
   return {
