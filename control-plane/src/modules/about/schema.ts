@@ -2,7 +2,7 @@ import { type TProperties, Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import type { UserLimit } from '../../platform/admission.js';
 import { displayName, postText } from '../../platform/identities.js';
-import { Deleted, literalUnion, Page } from '../../platform/schemas.js';
+import { Deleted, ListPageQuery, literalUnion, Page } from '../../platform/schemas.js';
 
 /** The kinds of About content, each shown in a section of its own kind. */
 export const ABOUT_KINDS = ['services', 'catalog', 'faqs'] as const;
@@ -13,7 +13,6 @@ export const CURRENCIES = ['coin', 'usd'] as const;
 
 /** Items of one kind a profile may hold: a page of About content, not a shop's inventory. */
 export const MAX_ITEMS = 100;
-export const MAX_PAGE = 100;
 export const DEFAULT_PAGE = 20;
 export const MAX_IMAGES = 10;
 export const MAX_URL_LENGTH = 2_048;
@@ -30,15 +29,7 @@ const Id = (what: string) => Type.String({ pattern: '^[A-Za-z0-9_]{1,64}$', desc
 export const SectionParams = Type.Object({ id: Id('section') }, { additionalProperties: false });
 export const ItemParams = Type.Object({ id: Id('item') }, { additionalProperties: false });
 
-export const PageQuery = Type.Object(
-  {
-    limit: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: DEFAULT_PAGE, description: 'Page size' }),
-    cursor: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: 'next_cursor of the previous page' }),
-    ),
-  },
-  { additionalProperties: false },
-);
+export const PageQuery = ListPageQuery(DEFAULT_PAGE);
 
 /** A short name people read that may also be empty (clearing it). */
 const optionalName = (maxLength: number, description: string) =>

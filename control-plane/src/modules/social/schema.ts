@@ -2,11 +2,18 @@ import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
 import type { UserLimit } from '../../platform/admission.js';
 import { displayName, postText } from '../../platform/identities.js';
-import { Cursor, Deleted, Limit, literalUnion, Page, PageQueryOf } from '../../platform/schemas.js';
+import {
+  Cursor,
+  Deleted,
+  Limit,
+  ListLimit,
+  ListPageQuery,
+  literalUnion,
+  Page,
+} from '../../platform/schemas.js';
 
 export const MAX_BUZZ_CHARACTERS = 2_000;
 export const MAX_COMMENT_CHARACTERS = 1_000;
-export const MAX_PAGE = 100;
 export const DEFAULT_PAGE = 20;
 export const MAX_SEARCH_PER_GROUP = 50;
 export const DEFAULT_SEARCH_PER_GROUP = 20;
@@ -111,12 +118,12 @@ export const BuzzWrite = Type.Object(
 export const BuzzListQuery = Type.Object(
   {
     author: Type.Optional(Username),
-    limit: Limit(MAX_PAGE, DEFAULT_PAGE),
+    limit: ListLimit(DEFAULT_PAGE),
     cursor: Type.Optional(Cursor),
   },
   { additionalProperties: false },
 );
-export const PageQuery = PageQueryOf(MAX_PAGE, DEFAULT_PAGE);
+export const PageQuery = ListPageQuery(DEFAULT_PAGE);
 
 export const BuzzPage = Page(Buzz, 'Newest first; deleted buzzes never appear');
 

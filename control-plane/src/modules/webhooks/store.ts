@@ -239,13 +239,11 @@ export function webhooksStore(db: Db) {
       ).rowCount,
 
     /** Deleted endpoints with no delivery left, and what the cascade still finds (emitted meanwhile). */
-    purgeDeletedEndpoints: async () =>
-      (
-        await db.query(sql.unsafe`
-          delete from webhook_endpoints e
-          where e.deleted_at is not null
-            and not exists (select from webhook_deliveries d where d.endpoint_id = e.id)`)
-      ).rowCount,
+    purgeDeletedEndpoints: () =>
+      db.query(sql.unsafe`
+        delete from webhook_endpoints e
+        where e.deleted_at is not null
+          and not exists (select from webhook_deliveries d where d.endpoint_id = e.id)`),
 
     deliveryPage: (filter: {
       endpointId: string;
