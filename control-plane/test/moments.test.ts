@@ -9,8 +9,10 @@ import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { SANDBOX_CLIPS } from '../src/modules/media/sandbox.js';
+import { MOMENT_VIDEO } from '../src/modules/media/schema.js';
 import { SANDBOX_MOMENTS } from '../src/modules/social/moments-sandbox.js';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
+import { inTransaction } from '../src/platform/transaction.js';
 import { photo, probeBytes, sideways, upload, video } from './media-files.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -19,6 +21,7 @@ const FREE = '0.000000';
 
 let ctx: TestContext;
 let key: string;
+let keyId: string;
 let appId: string;
 let mp4: Buffer;
 let webm: Buffer;
@@ -28,6 +31,7 @@ beforeAll(async () => {
   await ctx.container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: TEST_OBJECT_DAYS });
   const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 10_000_000 });
   key = customer.token;
+  keyId = customer.key.id;
   appId = customer.app.id;
   [mp4, webm] = await Promise.all([video('mp4', '640x360', 3), video('webm', '360x640', 2)]);
 });
@@ -355,18 +359,51 @@ describe('a moment’s media', () => {
 });
 
 describe('thumbnails left over', () => {
-  it('go after an hour when no media shows them; shown ones stay', async () => {
+  const prefix = () => `media/live/${appId}/`;
+  const scheduled = (thumbnailKey: string) =>
+    ctx.container.pool.exists(
+      sql.unsafe`select 1 from media_thumbnail_removals where thumbnail_key = ${thumbnailKey}`,
+    );
+
+  it('of a write that never committed go once its hour is past; shown ones stay; recorded late, the write fails', async () => {
     const author = await user();
     const moment = (await publish(author, webm, 'video/webm')).published.json();
-    const prefix = `media/live/${appId}/`;
-    // As a write whose commit failed after its thumbnail was stored leaves one.
-    const orphan = `${prefix}med_leftover.jpg`;
-    await ctx.container.objects.put(orphan, Buffer.from('not shown'), 'image/jpeg');
-    expect(await ctx.container.media.sweepThumbnails(prefix)).toBe(0);
-    ctx.clock.advance(2 * 3_600_000);
-    expect(await ctx.container.media.sweepThumbnails(prefix)).toBeGreaterThanOrEqual(1);
-    expect(await ctx.container.objects.sizeOf(orphan)).toBeNull();
+    // A write that stored its thumbnail and stopped before its commit: prepared, never recorded.
+    const principal = { ...(await ctx.container.accounts.principalOfKey(keyId))!, userId: author.userId };
+    const objectId = await upload(ctx.app, author.credential, webm, 'video/webm', 'clip');
+    const draft = await ctx.container.media.prepare(
+      principal,
+      { objectId, ownerUserId: author.userId },
+      MOMENT_VIDEO,
+      {
+        in: 'body',
+        name: 'object_id',
+      },
+    );
+    ctx.clock.advance(3_600_000 - 1);
+    await ctx.container.media.sweepThumbnails(prefix());
+    expect(await ctx.container.objects.sizeOf(draft.thumbnailKey)).toBe(draft.thumbnailBytes);
+
+    ctx.clock.advance(1);
+    expect(await ctx.container.media.sweepThumbnails(prefix())).toBeGreaterThanOrEqual(1);
+    expect(await ctx.container.objects.sizeOf(draft.thumbnailKey)).toBeNull();
+    expect(await scheduled(draft.thumbnailKey)).toBe(false);
     expect((await fetchMedia(moment.thumbnail_url)).statusCode).toBe(200);
+    await expect(
+      inTransaction(ctx.container.pool, (tx) => ctx.container.media.record(tx, principal, draft)),
+    ).rejects.toThrow(/swept/);
+  });
+
+  it('of deleted media go with them, and none stays scheduled', async () => {
+    const author = await user();
+    const moment = (await publish(author, mp4, 'video/mp4')).published.json();
+    const thumbnailKey = `${prefix()}${/\/media\/(med_\w+)\//.exec(moment.thumbnail_url)![1]}.jpg`;
+    expect(await ctx.container.objects.sizeOf(thumbnailKey)).toBeGreaterThan(0);
+    expect(await scheduled(thumbnailKey)).toBe(false);
+    const deleted = await asUser(author.token, 'DELETE', `/v1/me/moments/${moment.id}`);
+    expect(deleted.statusCode, deleted.body).toBe(200);
+    expect(await ctx.container.objects.sizeOf(thumbnailKey)).toBeNull();
+    expect(await scheduled(thumbnailKey)).toBe(false);
   });
 });
 

@@ -6,7 +6,6 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
-  ListObjectsV2Command,
   PutBucketLifecycleConfigurationCommand,
   PutBucketNotificationConfigurationCommand,
   PutObjectCommand,
@@ -239,24 +238,6 @@ export function createObjectStore(settings: S3Settings) {
         if (notFound(error)) return null;
         throw error;
       }
-    },
-
-    /** Keys under a prefix written before `before`, a page (up to 1,000) at a time. */
-    async *keysBefore(prefix: string, before: Date): AsyncGenerator<string[]> {
-      let token: string | undefined;
-      do {
-        const page = await internal.send(
-          new ListObjectsV2Command({
-            Bucket,
-            Prefix: prefix,
-            ...(token ? { ContinuationToken: token } : {}),
-          }),
-        );
-        yield (page.Contents ?? []).flatMap((object) =>
-          object.Key && object.LastModified && object.LastModified < before ? [object.Key] : [],
-        );
-        token = page.IsTruncated ? page.NextContinuationToken : undefined;
-      } while (token);
     },
 
     remove: async (key: string): Promise<void> => {

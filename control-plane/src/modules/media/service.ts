@@ -8,7 +8,7 @@ import type { Principal } from '../../platform/caller.js';
 import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import type { Transaction } from '../../platform/transaction.js';
+import { inTransaction, type Transaction } from '../../platform/transaction.js';
 import type { StorageService } from '../storage/service.js';
 import { sandboxClips } from './sandbox.js';
 import {
@@ -23,14 +23,13 @@ import { mediaStore } from './store.js';
 
 /** How long the signed URL ffprobe and ffmpeg read a file through stays valid. */
 const TOOL_URL_SECONDS = 300;
-/** A thumbnail is stored a moment before its write commits: one older than this without a row is left over. */
+/** A thumbnail is stored a moment before its write commits: one not kept by then is left over. */
 const ORPHAN_AGE_MS = 3_600_000;
+/** Thumbnails removed in one request to the object store (S3's most), in one sweep's transaction. */
+const SWEEP_BATCH = 1_000;
 const HOUR_MS = 3_600_000;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
-
-/** A thumbnail's key names its media: `media/{mode}/{app}/{id}.jpg`. */
-const mediaIdOfThumbnail = (key: string) => key.slice(key.lastIndexOf('/') + 1).replace(/\.jpg$/, '');
 
 /** Where a request named the file, for the 422's field. */
 export interface FileField {
@@ -157,10 +156,23 @@ export function createMediaService(deps: {
     return counter;
   }
 
+  /** Removes thumbnails scheduled for removal, and takes them off the schedule. */
   async function removeThumbnails(keys: readonly string[]) {
+    await deps.objects.removeMany(keys);
+    await mediaStore(deps.pool).unschedule(keys);
+  }
+
+  /**
+   * Deletes media and schedules their thumbnails' removal in the transaction; removes them after the
+   * commit (or the sweep does, should that fail).
+   */
+  async function release(tx: Transaction, by: { ids: readonly string[] } | { objectIds: readonly string[] }) {
+    const store = mediaStore(tx);
     // The sandbox's clips are shared by every test app: only a medium's own thumbnail goes with it.
-    const own = keys.filter((key) => key.startsWith(MEDIA_PREFIX));
-    if (own.length > 0) await deps.objects.removeMany(own);
+    const own = (await store.release(deps.clock.now(), by)).filter((key) => key.startsWith(MEDIA_PREFIX));
+    if (own.length === 0) return;
+    await store.scheduleRemoval(own, deps.clock.now());
+    tx.afterCommit(() => removeThumbnails(own));
   }
 
   return {
@@ -187,6 +199,11 @@ export function createMediaService(deps: {
       const checked = await inspect(url, object.id, object.contentType, rules, field);
       const id = newId('med');
       const thumbnailKey = `${MEDIA_PREFIX}${principal.mode}/${principal.appId}/${id}.jpg`;
+      // Scheduled first: removed unless its write keeps it within the hour, whatever becomes of this process.
+      await mediaStore(deps.pool).scheduleRemoval(
+        [thumbnailKey],
+        new Date(deps.clock.now().getTime() + ORPHAN_AGE_MS),
+      );
       await deps.objects.put(thumbnailKey, checked.thumbnail, 'image/jpeg');
       return {
         id,
@@ -203,10 +220,17 @@ export function createMediaService(deps: {
       };
     },
 
-    /** Records prepared media in the write's transaction; its object removed meanwhile is a 404. */
+    /**
+     * Records prepared media in the write's transaction, keeping its thumbnail; its object removed
+     * meanwhile is a 404.
+     */
     async record(tx: Transaction, principal: Principal, draft: MediaDraft): Promise<void> {
+      const store = mediaStore(tx);
+      // Past the hour the sweep may have removed it; the write then fails rather than show none.
+      if ((await store.unschedule([draft.thumbnailKey])) === 0)
+        throw new Error(`Thumbnail ${draft.thumbnailKey} was swept before its media was recorded`);
       try {
-        await mediaStore(tx).insert({
+        await store.insert({
           ...draft,
           appId: principal.appId,
           accountId: principal.accountId,
@@ -220,39 +244,41 @@ export function createMediaService(deps: {
       }
     },
 
-    /** Drops a draft whose write failed: its thumbnail. */
-    discard: (draft: MediaDraft) => removeThumbnails([draft.thumbnailKey]).catch(onError),
+    /**
+     * Drops a draft whose write failed: its thumbnail. Its removal stays scheduled: the write's
+     * transaction, still open, may hold the row (the sweep finds the object gone, which is no error).
+     */
+    discard: (draft: MediaDraft) => deps.objects.removeMany([draft.thumbnailKey]).catch(onError),
 
     /** Deletes media: its URLs answer 404 at once, its object may be removed, its thumbnail goes. */
-    async release(tx: Transaction, ids: readonly string[]): Promise<void> {
-      const thumbnails = await mediaStore(tx).release(deps.clock.now(), { ids });
-      tx.afterCommit(() => removeThumbnails(thumbnails));
-    },
+    release: (tx: Transaction, ids: readonly string[]) => release(tx, { ids }),
 
     /**
-     * Thumbnails no shown medium has, older than an hour: those of writes whose commit failed after
-     * the thumbnail was stored, and of deletions whose removal after the commit failed. `under`
-     * narrows it to one app's (`media/{mode}/{app}/`).
+     * Removes the thumbnails whose removal is due: those of writes that did not keep theirs within the
+     * hour, and of deletions whose removal after the commit failed. Reads only those, a batch a
+     * transaction; `under` narrows it to one app's (`media/{mode}/{app}/`).
      */
     async sweepThumbnails(under = MEDIA_PREFIX): Promise<number> {
       if (!under.startsWith(MEDIA_PREFIX)) throw new Error(`${under} is not under ${MEDIA_PREFIX}`);
-      const before = new Date(deps.clock.now().getTime() - ORPHAN_AGE_MS);
       let removed = 0;
-      for await (const keys of deps.objects.keysBefore(under, before)) {
-        if (keys.length === 0) continue;
-        const shown = new Set(await mediaStore(deps.pool).shownThumbnails(keys.map(mediaIdOfThumbnail)));
-        const orphans = keys.filter((key) => !shown.has(key));
-        await deps.objects.removeMany(orphans);
-        removed += orphans.length;
+      for (;;) {
+        const batch = await inTransaction(deps.pool, async (tx) => {
+          const store = mediaStore(tx);
+          const due = await store.dueRemovals(deps.clock.now(), under, SWEEP_BATCH);
+          if (due.length > 0) {
+            await deps.objects.removeMany(due);
+            await store.unschedule(due);
+          }
+          return due.length;
+        });
+        removed += batch;
+        if (batch < SWEEP_BATCH) return removed;
       }
-      return removed;
     },
 
     /** Deletes the media made from objects that are going (storage's sweep and expiries). */
     async releaseObjects(tx: Transaction, objectIds: readonly string[]): Promise<void> {
-      if (objectIds.length === 0) return;
-      const thumbnails = await mediaStore(tx).release(deps.clock.now(), { objectIds });
-      tx.afterCommit(() => removeThumbnails(thumbnails));
+      if (objectIds.length > 0) await release(tx, { objectIds });
     },
 
     /**

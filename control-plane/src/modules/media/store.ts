@@ -9,6 +9,7 @@ const columns = sql.fragment`
   thumbnail_bytes`;
 
 const Key = z.object({ thumbnail_key: z.string() });
+const keys = (thumbnailKeys: readonly string[]) => sql.array(thumbnailKeys, 'text');
 
 /** SQL of public media. */
 export function mediaStore(db: Db) {
@@ -25,11 +26,6 @@ export function mediaStore(db: Db) {
     live: (id: string) =>
       db.maybeOne(sql.type(MediaRow)`select ${columns} from media where id = ${id} and deleted_at is null`),
 
-    /** The thumbnails of those of these media that are still shown. */
-    shownThumbnails: (ids: readonly string[]) =>
-      db.anyFirst(sql.type(Key)`
-        select thumbnail_key from media where id = any(${sql.array(ids, 'text')}) and deleted_at is null`),
-
     /**
      * Deletes media (by id, or by the objects they were made from): they no longer hold their
      * objects; answers the thumbnails they had.
@@ -43,5 +39,35 @@ export function mediaStore(db: Db) {
             : sql.fragment`object_id = any(${sql.array(by.objectIds, 'text')})`
         }
         returning thumbnail_key`),
+
+    /** Schedules thumbnails for removal from the object store once due (the earlier time if already due). */
+    scheduleRemoval: (thumbnailKeys: readonly string[], due: Date) =>
+      db.query(sql.unsafe`
+        insert into media_thumbnail_removals (thumbnail_key, due_at)
+        select key, ${sql.timestamp(due)} from unnest(${keys(thumbnailKeys)}) key
+        on conflict (thumbnail_key) do update set due_at = least(media_thumbnail_removals.due_at, excluded.due_at)`),
+
+    /**
+     * Takes thumbnails off the schedule: kept by the media recorded, or removed. Answers how many were
+     * on it (a kept thumbnail that was not had been swept).
+     */
+    unschedule: (thumbnailKeys: readonly string[]) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        with taken as (
+          delete from media_thumbnail_removals where thumbnail_key = any(${keys(thumbnailKeys)}) returning 1
+        )
+        select count(*)::int as count from taken`),
+
+    /**
+     * Up to `limit` removals due, of thumbnails under `under`, locked to the transaction: a sweep
+     * beside it skips them, and a write keeping one of them waits for its end.
+     */
+    dueRemovals: (now: Date, under: string, limit: number) =>
+      db.anyFirst(sql.type(Key)`
+        select thumbnail_key from media_thumbnail_removals
+        where due_at <= ${sql.timestamp(now)} and starts_with(thumbnail_key, ${under})
+        order by due_at
+        limit ${limit}
+        for update skip locked`),
   };
 }
