@@ -359,51 +359,95 @@ describe('a moment’s media', () => {
 });
 
 describe('thumbnails left over', () => {
+  const HOUR = 3_600_000;
   const prefix = () => `media/live/${appId}/`;
   const scheduled = (thumbnailKey: string) =>
     ctx.container.pool.exists(
       sql.unsafe`select 1 from media_thumbnail_removals where thumbnail_key = ${thumbnailKey}`,
     );
+  const sizeOf = (thumbnailKey: string) => ctx.container.objects.sizeOf(thumbnailKey);
 
-  it('of a write that never committed go once its hour is past; shown ones stay; recorded late, the write fails', async () => {
-    const author = await user();
-    const moment = (await publish(author, webm, 'video/webm')).published.json();
-    // A write that stored its thumbnail and stopped before its commit: prepared, never recorded.
+  /** A draft of a moment's video, as a write prepares it before its transaction. */
+  async function prepared(author: Awaited<ReturnType<typeof user>>) {
     const principal = { ...(await ctx.container.accounts.principalOfKey(keyId))!, userId: author.userId };
     const objectId = await upload(ctx.app, author.credential, webm, 'video/webm', 'clip');
     const draft = await ctx.container.media.prepare(
       principal,
       { objectId, ownerUserId: author.userId },
       MOMENT_VIDEO,
-      {
-        in: 'body',
-        name: 'object_id',
-      },
+      { in: 'body', name: 'object_id' },
     );
-    ctx.clock.advance(3_600_000 - 1);
+    const record = () =>
+      inTransaction(ctx.container.pool, (tx) => ctx.container.media.record(tx, principal, draft));
+    return { objectId, draft, record };
+  }
+
+  it('of a write that never committed go once its hour is past; shown ones stay; recorded late, the write fails', async () => {
+    const author = await user();
+    const moment = (await publish(author, webm, 'video/webm')).published.json();
+    // A write that stored its thumbnail and stopped before its commit: prepared, never recorded.
+    const { draft, record } = await prepared(author);
+    ctx.clock.advance(HOUR - 1);
     await ctx.container.media.sweepThumbnails(prefix());
-    expect(await ctx.container.objects.sizeOf(draft.thumbnailKey)).toBe(draft.thumbnailBytes);
+    expect(await sizeOf(draft.thumbnailKey)).toBe(draft.thumbnailBytes);
 
     ctx.clock.advance(1);
     expect(await ctx.container.media.sweepThumbnails(prefix())).toBeGreaterThanOrEqual(1);
-    expect(await ctx.container.objects.sizeOf(draft.thumbnailKey)).toBeNull();
+    expect(await sizeOf(draft.thumbnailKey)).toBeNull();
     expect(await scheduled(draft.thumbnailKey)).toBe(false);
     expect((await fetchMedia(moment.thumbnail_url)).statusCode).toBe(200);
-    await expect(
-      inTransaction(ctx.container.pool, (tx) => ctx.container.media.record(tx, principal, draft)),
-    ).rejects.toThrow(/swept/);
+    await expect(record()).rejects.toThrow(/swept/);
   });
 
-  it('of deleted media go with them, and none stays scheduled', async () => {
+  it('of a write whose transaction rolls back stay scheduled', async () => {
     const author = await user();
-    const moment = (await publish(author, mp4, 'video/mp4')).published.json();
-    const thumbnailKey = `${prefix()}${/\/media\/(med_\w+)\//.exec(moment.thumbnail_url)![1]}.jpg`;
-    expect(await ctx.container.objects.sizeOf(thumbnailKey)).toBeGreaterThan(0);
-    expect(await scheduled(thumbnailKey)).toBe(false);
-    const deleted = await asUser(author.token, 'DELETE', `/v1/me/moments/${moment.id}`);
-    expect(deleted.statusCode, deleted.body).toBe(200);
-    expect(await ctx.container.objects.sizeOf(thumbnailKey)).toBeNull();
-    expect(await scheduled(thumbnailKey)).toBe(false);
+    const { objectId, draft, record } = await prepared(author);
+    // The object gone before the write records its media: a 404, rolled back.
+    expect((await callWithKey(ctx.app, key, 'DELETE', `/v1/storage/objects/${objectId}`)).statusCode).toBe(
+      200,
+    );
+    await expect(record()).rejects.toMatchObject({ status: 404 });
+    expect(await scheduled(draft.thumbnailKey)).toBe(true);
+    ctx.clock.advance(HOUR);
+    await ctx.container.media.sweepThumbnails(prefix());
+    expect(await sizeOf(draft.thumbnailKey)).toBeNull();
+  });
+
+  it('of deleted media go with them; one whose removal failed goes at the sweep after a few minutes', async () => {
+    const author = await user();
+    const thumbnailKeyOf = (moment: { thumbnail_url: string }) =>
+      `${prefix()}${/\/media\/(med_\w+)\//.exec(moment.thumbnail_url)![1]}.jpg`;
+    const remove = async (moment: { id: string }) => {
+      const deleted = await asUser(author.token, 'DELETE', `/v1/me/moments/${moment.id}`);
+      expect(deleted.statusCode, deleted.body).toBe(200);
+    };
+    const gone = (await publish(author, mp4, 'video/mp4')).published.json();
+    expect(await sizeOf(thumbnailKeyOf(gone))).toBeGreaterThan(0);
+    await remove(gone);
+    expect(await sizeOf(thumbnailKeyOf(gone))).toBeNull();
+    expect(await scheduled(thumbnailKeyOf(gone))).toBe(false);
+
+    // MinIO refuses the removal after the commit: the deletion stands, its thumbnail stays scheduled.
+    const failing = (await publish(author, mp4, 'video/mp4')).published.json();
+    const { objects } = ctx.container;
+    const removeMany = objects.removeMany;
+    objects.removeMany = async () => {
+      throw new Error('MinIO refused the removal');
+    };
+    try {
+      await remove(failing);
+    } finally {
+      objects.removeMany = removeMany;
+    }
+    expect((await fetchMedia(failing.thumbnail_url)).statusCode).toBe(404);
+    expect(await sizeOf(thumbnailKeyOf(failing))).toBeGreaterThan(0);
+    expect(await scheduled(thumbnailKeyOf(failing))).toBe(true);
+    await ctx.container.media.sweepThumbnails(prefix());
+    expect(await sizeOf(thumbnailKeyOf(failing))).toBeGreaterThan(0);
+    ctx.clock.advance(5 * 60_000);
+    await ctx.container.media.sweepThumbnails(prefix());
+    expect(await sizeOf(thumbnailKeyOf(failing))).toBeNull();
+    expect(await scheduled(thumbnailKeyOf(failing))).toBe(false);
   });
 });
 

@@ -27,6 +27,11 @@ const TOOL_URL_SECONDS = 300;
 const ORPHAN_AGE_MS = 3_600_000;
 /** Thumbnails removed in one request to the object store (S3's most), in one sweep's transaction. */
 const SWEEP_BATCH = 1_000;
+/**
+ * A deleted medium's thumbnail is removed right after the commit; the sweep takes it over when that
+ * has not happened within this (a removal that failed), rather than race the removal in flight.
+ */
+const REMOVAL_GRACE_MS = 300_000;
 const HOUR_MS = 3_600_000;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
@@ -171,7 +176,7 @@ export function createMediaService(deps: {
     // The sandbox's clips are shared by every test app: only a medium's own thumbnail goes with it.
     const own = (await store.release(deps.clock.now(), by)).filter((key) => key.startsWith(MEDIA_PREFIX));
     if (own.length === 0) return;
-    await store.scheduleRemoval(own, deps.clock.now());
+    await store.scheduleRemoval(own, new Date(deps.clock.now().getTime() + REMOVAL_GRACE_MS));
     tx.afterCommit(() => removeThumbnails(own));
   }
 
@@ -227,7 +232,7 @@ export function createMediaService(deps: {
     async record(tx: Transaction, principal: Principal, draft: MediaDraft): Promise<void> {
       const store = mediaStore(tx);
       // Past the hour the sweep may have removed it; the write then fails rather than show none.
-      if ((await store.unschedule([draft.thumbnailKey])) === 0)
+      if (!(await store.keep(draft.thumbnailKey, deps.clock.now())))
         throw new Error(`Thumbnail ${draft.thumbnailKey} was swept before its media was recorded`);
       try {
         await store.insert({
@@ -256,24 +261,33 @@ export function createMediaService(deps: {
     /**
      * Removes the thumbnails whose removal is due: those of writes that did not keep theirs within the
      * hour, and of deletions whose removal after the commit failed. Reads only those, a batch a
-     * transaction; `under` narrows it to one app's (`media/{mode}/{app}/`).
+     * transaction; `under` narrows it to one app's (`media/{mode}/{app}/`). A batch the object store
+     * refuses is put off an hour, so that it holds up no other; the first such failure is thrown at
+     * the end.
      */
     async sweepThumbnails(under = MEDIA_PREFIX): Promise<number> {
       if (!under.startsWith(MEDIA_PREFIX)) throw new Error(`${under} is not under ${MEDIA_PREFIX}`);
       let removed = 0;
+      let failure: unknown;
       for (;;) {
-        const batch = await inTransaction(deps.pool, async (tx) => {
+        const due = await inTransaction(deps.pool, async (tx) => {
           const store = mediaStore(tx);
-          const due = await store.dueRemovals(deps.clock.now(), under, SWEEP_BATCH);
-          if (due.length > 0) {
-            await deps.objects.removeMany(due);
-            await store.unschedule(due);
+          const keys = await store.dueRemovals(deps.clock.now(), under, SWEEP_BATCH);
+          if (keys.length === 0) return keys;
+          try {
+            await deps.objects.removeMany(keys);
+            await store.unschedule(keys);
+            removed += keys.length;
+          } catch (error) {
+            failure ??= error;
+            await store.postpone(keys, new Date(deps.clock.now().getTime() + ORPHAN_AGE_MS));
           }
-          return due.length;
+          return keys;
         });
-        removed += batch;
-        if (batch < SWEEP_BATCH) return removed;
+        if (due.length < SWEEP_BATCH) break;
       }
+      if (failure !== undefined) throw failure;
+      return removed;
     },
 
     /** Deletes the media made from objects that are going (storage's sweep and expiries). */

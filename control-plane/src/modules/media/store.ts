@@ -47,16 +47,25 @@ export function mediaStore(db: Db) {
         select key, ${sql.timestamp(due)} from unnest(${keys(thumbnailKeys)}) key
         on conflict (thumbnail_key) do update set due_at = least(media_thumbnail_removals.due_at, excluded.due_at)`),
 
-    /**
-     * Takes thumbnails off the schedule: kept by the media recorded, or removed. Answers how many were
-     * on it (a kept thumbnail that was not had been swept).
-     */
+    /** Takes removed thumbnails off the schedule. */
     unschedule: (thumbnailKeys: readonly string[]) =>
-      db.oneFirst(sql.type(z.object({ count: z.number() }))`
-        with taken as (
-          delete from media_thumbnail_removals where thumbnail_key = any(${keys(thumbnailKeys)}) returning 1
-        )
-        select count(*)::int as count from taken`),
+      db.query(sql.unsafe`
+        delete from media_thumbnail_removals where thumbnail_key = any(${keys(thumbnailKeys)})`),
+
+    /**
+     * Takes a prepared thumbnail off the schedule for the media recorded with it. False when its
+     * removal was due already: the sweep may have removed it (even in a sweep whose commit failed).
+     */
+    keep: async (thumbnailKey: string, now: Date) =>
+      (await db.maybeOneFirst(sql.type(z.object({ pending: z.boolean() }))`
+        delete from media_thumbnail_removals where thumbnail_key = ${thumbnailKey}
+        returning due_at > ${sql.timestamp(now)} as pending`)) === true,
+
+    /** Puts removals off, after a sweep failed to remove them. */
+    postpone: (thumbnailKeys: readonly string[], due: Date) =>
+      db.query(sql.unsafe`
+        update media_thumbnail_removals set due_at = ${sql.timestamp(due)}
+        where thumbnail_key = any(${keys(thumbnailKeys)})`),
 
     /**
      * Up to `limit` removals due, of thumbnails under `under`, locked to the transaction: a sweep
