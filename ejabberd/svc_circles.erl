@@ -6,10 +6,10 @@
 %%% closed room is members-only, its members affiliated. Who may post (a board: admins and mods) and
 %%% whether a room is archived are mod_svc_scope's questions to the control plane.
 %%%
-%%% The control plane calls two commands (registered by mod_svc_scope): svc_set_circle_places puts
+%%% The control plane calls two commands (registered by mod_svc_scope): svc_set_room_places puts
 %%% people in or out of many rooms in one call (a block is an outcast in every room of the circle at
-%%% once), and svc_set_bookmarks rewrites many identities' bookmarks in one call (a room archived
-%%% leaves every member's client).
+%%% once; orgs' team rooms use it too), and svc_set_bookmarks rewrites many identities' bookmarks in
+%%% one call (a room archived leaves every member's client).
 -module(svc_circles).
 
 -export([is_circle_room/1, set_places/2, set_bookmarks/2]).
@@ -23,7 +23,7 @@
 is_circle_room(LUser) ->
     svc_conversations:is_org_room(LUser, <<"r+">>).
 
-%% Puts each {Room, JID, Place} in place, rooms side by side, each room's changes in the order given:
+%% Puts each {Room, JID, Place} in place (any org's rooms), rooms side by side, each room's changes in the order given:
 %% member (affiliated), outcast (banned: sent out, and refused on return), none (no affiliation, and
 %% sent out if present). A state, not a change: a place already held costs nothing, and a call that
 %% failed part way is put right by the next. Answers how many rooms, or an error when any failed.
@@ -41,7 +41,8 @@ parse_places(Places) ->
     try
         lists:foldl(
           fun({Room, Jid, Place}, Acc) ->
-                  is_circle_room(Room) orelse throw({error, <<"not a circle's room: ", Room/binary>>}),
+                  svc_conversations:is_org_room(Room, any)
+                      orelse throw({error, <<"not an org's room: ", Room/binary>>}),
                   Entry = {bare(Jid), place(Place)},
                   maps:update_with(Room, fun(Entries) -> [Entry | Entries] end, [Entry], Acc)
           end, #{}, Places)

@@ -27,18 +27,23 @@
 is_conversation(LUser) ->
     is_org_room(LUser, <<"c+">>).
 
-%% Whether a node is an org's room of a kind: <prefix>.+<12-character org key>.<Marker><room key>.
--spec is_org_room(binary(), binary()) -> boolean().
+%% Whether a node is an org's room of a kind: <prefix>.+<12-character org key>.<Marker><room key>;
+%% with `any`, an org's room of any kind (a team's is <prefix>.+<org key>.<team>).
+-spec is_org_room(binary(), binary() | any) -> boolean().
 is_org_room(LUser, Marker) ->
     case binary:split(LUser, <<".">>) of
         [_Prefix, <<"+", Rest/binary>>] ->
             case binary:split(Rest, <<".">>) of
-                [Key, <<Marker:2/binary, RoomKey/binary>>] when byte_size(Key) == 12, RoomKey /= <<>> -> true;
+                [Key, Room] when byte_size(Key) == 12 -> is_of_kind(Room, Marker);
                 _ -> false
             end;
         _ ->
             false
     end.
+
+is_of_kind(Room, any) -> Room /= <<>>;
+is_of_kind(<<Marker:2/binary, RoomKey/binary>>, Marker) -> RoomKey /= <<>>;
+is_of_kind(_Room, _Marker) -> false.
 
 %% Makes the room with its members (JID => nickname), or, when it exists (a conversation reopened),
 %% brings it to them as set_staff does (members and subscribers under those nicknames, no other

@@ -224,6 +224,37 @@ describe('org identities on the chat server', () => {
     expect((await refused).getChild('error')?.getChild('registration-required')).toBeDefined();
   });
 
+  it('deleting a team takes every member out of its room, and none gets back in', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    const people = ['ana', 'bo', 'cy'];
+    for (const extId of people) await app.member(extId, { teams: ['red'] });
+    const clients = await Promise.all(people.map((extId) => app.online(extId)));
+    const room = `${clients[0]!.credential.room_prefix}red@${clients[0]!.credential.muc}`;
+    for (const client of clients) await joinRoom(client, room);
+    const kicked = clients.map((client) =>
+      client.next(
+        (stanza) =>
+          stanza.is('presence') &&
+          stanza.attrs.type === 'unavailable' &&
+          stanza.attrs.from === `${room}/${client.credential.nickname}`,
+        5_000,
+      ),
+    );
+    expect((await app.call('DELETE', '/v1/orgs/acme/teams/red')).statusCode).toBe(200);
+    await Promise.all(kicked);
+    for (const client of clients) {
+      const refused = client.next(
+        (stanza) =>
+          stanza.is('presence') &&
+          stanza.attrs.from === `${room}/${client.credential.nickname}` &&
+          stanza.attrs.type === 'error',
+      );
+      void joinRoom(client, room);
+      expect((await refused).getChild('error')?.getChild('registration-required')).toBeDefined();
+    }
+  });
+
   it('suspending the org closes every open session and refuses logins until restored', async () => {
     const app = await orgApp();
     await app.member('ana');

@@ -227,7 +227,6 @@ describe('compose.yaml', () => {
       what: [
         'create_room_with_opts',
         'change_room_option',
-        'set_room_affiliation',
         'svc_revoke_user',
         'svc_revoke_prefix',
         'svc_flush_org',
@@ -235,7 +234,7 @@ describe('compose.yaml', () => {
         'svc_open_conversation',
         'svc_set_conversation_staff',
         'svc_set_conversation_titles',
-        'svc_set_circle_places',
+        'svc_set_room_places',
         'svc_set_bookmarks',
         'private_set',
         'status',

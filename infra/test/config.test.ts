@@ -152,9 +152,9 @@ describe('ejabberd config', () => {
     expect(config).toContain('auth_method: [svc_api, svc_control_plane]');
     expect(config).toContain('control_plane_api: {user: [svc-api@chat.local]}');
     expect(config).toContain(
-      'what: [create_room_with_opts, change_room_option, set_room_affiliation, svc_revoke_user,\n' +
-        '           svc_revoke_prefix, svc_flush_org, svc_set_archiving, svc_open_conversation,\n' +
-        '           svc_set_conversation_staff, svc_set_conversation_titles, svc_set_circle_places,\n' +
+      'what: [create_room_with_opts, change_room_option, svc_revoke_user, svc_revoke_prefix,\n' +
+        '           svc_flush_org, svc_set_archiving, svc_open_conversation,\n' +
+        '           svc_set_conversation_staff, svc_set_conversation_titles, svc_set_room_places,\n' +
         '           svc_set_bookmarks, private_set, status]',
     );
     // Without a credential: the health check's status, from loopback.

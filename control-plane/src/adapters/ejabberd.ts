@@ -203,11 +203,6 @@ export function createEjabberdClient(options: {
       await call('svc_flush_org', { key });
     },
 
-    /** A user's affiliation with a room: `none` in a members-only room also removes them at once. */
-    setAffiliation: async (room: string, jid: string, affiliation: 'member' | 'none'): Promise<void> => {
-      await call('set_room_affiliation', { name: room, service: options.mucDomain, jid, affiliation });
-    },
-
     /**
      * Makes a business's conversation room with its people (each a member, and subscribed under their
      * nickname), or brings them back into it when it exists (ejabberd/svc_conversations.erl).
@@ -291,12 +286,12 @@ export function createEjabberdClient(options: {
     },
 
     /**
-     * Puts people in or out of a circle's rooms, all in one call: rooms side by side, each room's
-     * places in order. A state, so a failed or undone call is put right by the next.
+     * Puts people in or out of an org's rooms (a circle's, a team's), all in one call: rooms side by
+     * side, each room's places in order. A state, so a failed or undone call is put right by the next.
      */
-    setCirclePlaces: async (places: readonly RoomPlace[]): Promise<void> => {
+    setRoomPlaces: async (places: readonly RoomPlace[]): Promise<void> => {
       if (places.length === 0) return;
-      await call('svc_set_circle_places', { service: options.mucDomain, places }, STAFF_CHANGE_TIMEOUT_MS);
+      await call('svc_set_room_places', { service: options.mucDomain, places }, STAFF_CHANGE_TIMEOUT_MS);
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

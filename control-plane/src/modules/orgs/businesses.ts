@@ -1045,12 +1045,13 @@ export function createBusinessesService(deps: {
         const prefix = await prefixOf(user);
         if (person.number !== null) await applyStaff(tx, prefix, business, []);
         const identity = jid(identityNode(prefix, business, person.identity_key));
-        for (const group of groups)
-          await deps.ejabberd.setAffiliation(
-            orgNode(prefix, business.chat_key, group.ext_id),
-            identity,
-            'none',
-          );
+        await deps.ejabberd.setRoomPlaces(
+          groups.map((group) => ({
+            room: orgNode(prefix, business.chat_key, group.ext_id),
+            jid: identity,
+            place: 'none' as const,
+          })),
+        );
         await deps.orgs.identityRevoked(tx, user, business, person.identity_key);
         deps.orgs.reachChanged(tx, business);
       }
@@ -1098,12 +1099,13 @@ export function createBusinessesService(deps: {
       const room = orgNode(settings.chat_prefix, business.chat_key, groupId);
       await deps.ejabberd.ensureRoom(room, { maxUsers: settings.max_room_size, membersOnly: true });
       const people = await businessStore(tx).peopleAmong(business.id, memberIds, ['active']);
-      for (const person of people)
-        await deps.ejabberd.setAffiliation(
+      await deps.ejabberd.setRoomPlaces(
+        people.map((person) => ({
           room,
-          jid(identityNode(settings.chat_prefix, business, person.identity_key)),
-          'member',
-        );
+          jid: jid(identityNode(settings.chat_prefix, business, person.identity_key)),
+          place: 'member' as const,
+        })),
+      );
       for (const person of people) await syncBookmarks(tx, settings.chat_prefix, business, person.id);
       deps.orgs.reachChanged(tx, business);
       return { id: groupId, name: input.name, jid: roomJid(room), members: memberIds, created_at: iso(now) };

@@ -150,7 +150,7 @@ export function createCirclesService(deps: {
     const store = circleStore(tx);
     const mine = new Set((await store.placesOf(member.id)).map((row) => row.room_id));
     const jid = identityJid(prefix, circle, member.identity_key);
-    await deps.ejabberd.setCirclePlaces(
+    await deps.ejabberd.setRoomPlaces(
       (await store.rooms(circle.id)).flatMap((room) => {
         const place = placeIn(room, mine.has(room.id));
         return place === null ? [] : [{ room: roomNode(prefix, circle, room.room_key), jid, place }];
@@ -273,7 +273,7 @@ export function createCirclesService(deps: {
 
     const prefix = await prefixOf(principal);
     const jid = identityJid(prefix, circle, person.identity_key);
-    await deps.ejabberd.setCirclePlaces(
+    await deps.ejabberd.setRoomPlaces(
       rooms.flatMap((room) => {
         const place = !room.open && roomIds.has(room.id) ? 'member' : options.restoring ? 'none' : null;
         return place === null ? [] : [{ room: roomNode(prefix, circle, room.room_key), jid, place }];
@@ -829,7 +829,7 @@ export function createCirclesService(deps: {
           'active',
         ]);
         const node = roomNode(prefix, circle, room.room_key);
-        await deps.ejabberd.setCirclePlaces(
+        await deps.ejabberd.setRoomPlaces(
           members.map((member) => ({
             room: node,
             jid: identityJid(prefix, circle, member.identity_key),

@@ -159,6 +159,8 @@ export function createOrgsService(deps: {
   /**
    * Team rooms follow their teams, before the commit: a failure to tell ejabberd (503) undoes the
    * change, so that nobody stays in a room their team left. `none` removes an occupant at once.
+   * Removals go first, in a call of their own: a failure part way leaves people in fewer rooms, never
+   * in one too many. Two calls however many people, rather than one each.
    */
   const setAffiliations = async (
     prefix: string,
@@ -166,12 +168,16 @@ export function createOrgsService(deps: {
     /** `member`: the member's identity key. */
     changes: { team: string; member: string; affiliation: 'member' | 'none' }[],
   ) => {
-    for (const change of changes)
-      await deps.ejabberd.setAffiliation(
-        orgNode(prefix, org.chat_key, change.team),
-        jid(orgNode(prefix, org.chat_key, change.member)),
-        change.affiliation,
-      );
+    const places = (affiliation: 'member' | 'none') =>
+      changes
+        .filter((change) => change.affiliation === affiliation)
+        .map((change) => ({
+          room: orgNode(prefix, org.chat_key, change.team),
+          jid: jid(orgNode(prefix, org.chat_key, change.member)),
+          place: affiliation,
+        }));
+    await deps.ejabberd.setRoomPlaces(places('none'));
+    await deps.ejabberd.setRoomPlaces(places('member'));
   };
 
   /** The org the path names (the live one, else the latest deleted one), or 404. */
