@@ -9,7 +9,13 @@
 --
 -- Written at once, a buzz's words cost publishing somewhat more PostgreSQL time, within the noise of
 -- its rate (bench/public-data.ts: 0.36 and 0.37 of floor (a) each way); profiles change far less
--- often than they are searched. The lists already pending are merged now.
+-- often than they are searched.
+--
+-- The lists already pending are merged first, beside reads and writes: the ALTERs lock each index
+-- (and so every query of its table) until the commit, which then follows at once. What was added
+-- in between is merged after them, a moment's work.
+select gin_clean_pending_list('profiles_search_match_idx'::regclass);
+select gin_clean_pending_list('buzzes_words_idx'::regclass);
 alter index profiles_search_match_idx set (fastupdate = off);
 alter index buzzes_words_idx set (fastupdate = off);
 select gin_clean_pending_list('profiles_search_match_idx'::regclass);

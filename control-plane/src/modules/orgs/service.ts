@@ -160,7 +160,9 @@ export function createOrgsService(deps: {
    * Team rooms follow their teams, before the commit: a failure to tell ejabberd (503) undoes the
    * change, so that nobody stays in a room their team left. `none` removes an occupant at once.
    * Removals go first, in a call of their own: a failure part way leaves people in fewer rooms, never
-   * in one too many. Two calls however many people, rather than one each.
+   * in one too many. Two calls however many people, rather than one each. ejabberd changes rooms side
+   * by side, so additions that fail in one room may have been made in others (the change is undone
+   * here, not there): the next change of those people puts them right.
    */
   const setAffiliations = async (
     prefix: string,
