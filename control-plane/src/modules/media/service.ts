@@ -68,6 +68,8 @@ export function createMediaService(deps: {
   onError?: (error: unknown) => void;
 }) {
   const base = deps.publicUrl.replace(/\/$/, '');
+  /** A time `ms` after the clock's now. */
+  const fromNow = (ms: number) => new Date(deps.clock.now().getTime() + ms);
   const onError = deps.onError ?? (() => {});
 
   /** Checks a file against the rules: its picture, sound, length and size, as ffprobe reads them. */
@@ -176,7 +178,7 @@ export function createMediaService(deps: {
     // The sandbox's clips are shared by every test app: only a medium's own thumbnail goes with it.
     const own = (await store.release(deps.clock.now(), by)).filter((key) => key.startsWith(MEDIA_PREFIX));
     if (own.length === 0) return;
-    await store.scheduleRemoval(own, new Date(deps.clock.now().getTime() + REMOVAL_GRACE_MS));
+    await store.scheduleRemoval(own, fromNow(REMOVAL_GRACE_MS));
     tx.afterCommit(() => removeThumbnails(own));
   }
 
@@ -205,10 +207,7 @@ export function createMediaService(deps: {
       const id = newId('med');
       const thumbnailKey = `${MEDIA_PREFIX}${principal.mode}/${principal.appId}/${id}.jpg`;
       // Scheduled first: removed unless its write keeps it within the hour, whatever becomes of this process.
-      await mediaStore(deps.pool).scheduleRemoval(
-        [thumbnailKey],
-        new Date(deps.clock.now().getTime() + ORPHAN_AGE_MS),
-      );
+      await mediaStore(deps.pool).scheduleRemoval([thumbnailKey], fromNow(ORPHAN_AGE_MS));
       await deps.objects.put(thumbnailKey, checked.thumbnail, 'image/jpeg');
       return {
         id,
@@ -280,7 +279,7 @@ export function createMediaService(deps: {
             removed += keys.length;
           } catch (error) {
             failure ??= error;
-            await store.postpone(keys, new Date(deps.clock.now().getTime() + ORPHAN_AGE_MS));
+            await store.postpone(keys, fromNow(HOUR_MS));
           }
           return keys;
         });
