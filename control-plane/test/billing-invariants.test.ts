@@ -1,17 +1,18 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Payer } from '../src/platform/caller.js';
-import { ledgerTotals } from './ledger.js';
+import { ledgerTotals, orgUsageBothWays } from './ledger.js';
 import { attributes, deliver, participant } from './livekit-webhooks.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
 import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /**
  * The billing invariants, as a property of random interleavings against the real PostgreSQL: after
- * every step (a few operations at once), a live account's balance equals the sum of its ledger, and
- * the cost of its usage equals the sum of its usage lines, whatever mix of top-ups, priced calls
- * (paid or refused; alone, in turns of writes or in turns of reads), usage metered afterwards (going
- * below zero or not), webhook minutes, rooms finishing, reconciliation and accrued bandwidth ran.
+ * every step (a few operations at once), a live account's balance equals the sum of its ledger, the
+ * cost of its usage equals the sum of its usage lines, and its orgs' lines add up to its lines of all
+ * orgs together, whatever mix of top-ups, priced calls (paid or refused; alone, in turns of writes or
+ * in turns of reads), usage metered afterwards (going below zero or not; an org's or the app's own),
+ * webhook minutes, rooms finishing, reconciliation and accrued bandwidth ran.
  */
 let ctx: TestContext;
 beforeAll(async () => {
@@ -38,7 +39,7 @@ const PRICED_PATHS = {
 type Operation =
   | { kind: 'top-up'; micros: number }
   | { kind: 'priced'; test: boolean; path: keyof typeof PRICED_PATHS }
-  | { kind: 'metered'; bytes: number }
+  | { kind: 'metered'; bytes: number; org?: string }
   | { kind: 'accrued'; bytes: number }
   | { kind: 'minutes'; seconds: number; quality: 'hd' | 'fhd'; product: 'live' | 'call' }
   | { kind: 'room-finished'; seconds: number }
@@ -51,7 +52,12 @@ const operation: fc.Arbitrary<Operation> = fc.oneof(
     test: fc.boolean(),
     path: fc.constantFrom(...(Object.keys(PRICED_PATHS) as (keyof typeof PRICED_PATHS)[])),
   }),
-  fc.record({ kind: fc.constant('metered' as const), bytes: fc.integer({ min: 1, max: 400_000_000 }) }),
+  fc.record({
+    kind: fc.constant('metered' as const),
+    bytes: fc.integer({ min: 1, max: 400_000_000 }),
+    // An org's usage is also added to the app's line of all its orgs.
+    org: fc.constantFrom(undefined, 'org_a', 'org_b'),
+  }),
   fc.record({ kind: fc.constant('accrued' as const), bytes: fc.integer({ min: 1, max: 400_000_000 }) }),
   fc.record({
     kind: fc.constant('minutes' as const),
@@ -102,7 +108,7 @@ describe('the ledger', () => {
                 return;
               }
               case 'metered':
-                await meterNow(ctx.container, payer, [
+                await meterNow(ctx.container, { ...payer, orgId: op.org }, [
                   { product: 'bandwidth', metric: 'gb', quantity: op.bytes },
                 ]);
                 return;
@@ -156,6 +162,8 @@ describe('the ledger', () => {
             const totals = await ledgerTotals(ctx.container, live.account.id);
             expect(totals.balance, `balance after step ${index}`).toBe(totals.ledger);
             expect(totals.usageCost, `usage lines after step ${index}`).toBe(totals.usageLines);
+            const orgs = await orgUsageBothWays(ctx.container, live.account.id);
+            expect(orgs.allOrgs, `all orgs' lines after step ${index}`).toBe(orgs.byOrg);
           }
         },
       ),

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ledgerTotals } from './ledger.js';
+import { ledgerTotals, orgUsageBothWays } from './ledger.js';
 import { createPricedProbeTable, pricedProbe } from './priced-probe.js';
 import {
   callWithKey,
@@ -252,6 +252,36 @@ describe('the UTC day', () => {
     expect(usage.to).toBe('2026-07-01');
     expect((await ctx.container.billing.usageReport(customer.account.id, 'live', 1)).usage).toHaveLength(1);
     ctx.clock.set(new Date());
+  });
+});
+
+describe('the usage report', () => {
+  it("counts each org's usage once, beside the app's own", async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    const writes = (quantity: number) => [{ product: 'writes', metric: 'calls', quantity }];
+    await meterNow(ctx.container, payer, writes(1));
+    await meterNow(ctx.container, { ...payer, orgId: 'org_a' }, writes(2));
+    await meterNow(ctx.container, { ...payer, orgId: 'org_a' }, writes(3));
+    await meterNow(ctx.container, { ...payer, orgId: 'org_b' }, writes(4));
+
+    const report = await ctx.container.billing.usageReport(customer.account.id, 'live', 1);
+    expect(report.usage).toEqual([
+      expect.objectContaining({
+        product: 'writes',
+        metric: 'calls',
+        quantity: 10,
+        cost_micros: 10 * WRITE_PRICE,
+      }),
+    ]);
+    expect(report.total.cost_micros).toBe(10 * WRITE_PRICE);
+    const totals = await ledgerTotals(ctx.container, customer.account.id);
+    expect(totals.usageLines).toBe(10 * WRITE_PRICE);
+    const orgs = await orgUsageBothWays(ctx.container, customer.account.id);
+    expect(JSON.parse(orgs.allOrgs)).toEqual([
+      expect.objectContaining({ quantity: 9, cost_micros: 9 * WRITE_PRICE }),
+    ]);
+    expect(orgs.allOrgs).toBe(orgs.byOrg);
   });
 });
 

@@ -21,6 +21,25 @@ export async function ledgerTotals(container: Container, accountId: string) {
   );
 }
 
+/**
+ * An account's org usage two ways, which must agree line for line: every org's lines summed, and the
+ * lines of all orgs together that the account's report reads (migration 0033). Read in one snapshot.
+ */
+export async function orgUsageBothWays(container: Container, accountId: string) {
+  const lines = (from: ReturnType<typeof sql.fragment>) => sql.fragment`
+    (select coalesce(jsonb_agg(line order by line::text), '[]') from (
+       select mode, day, product, metric, price_micros, unit_size, sum(quantity) as quantity,
+              sum(billable_quantity) as billable_quantity, sum(cost_micros) as cost_micros
+       from ${from}
+       group by mode, day, product, metric, price_micros, unit_size) line)::text`;
+  return container.pool.one(
+    sql.type(z.object({ byOrg: z.string(), allOrgs: z.string() }))`
+      select
+        ${lines(sql.fragment`usage_daily where account_id = ${accountId} and org_id <> ''`)} as "byOrg",
+        ${lines(sql.fragment`usage_all_orgs_daily where account_id = ${accountId}`)} as "allOrgs"`,
+  );
+}
+
 /** An account's live sessions (of one identity, when given), by identity then join. */
 export async function liveSessionsOf(container: Container, accountId: string, identity?: string) {
   return container.pool.any(

@@ -82,6 +82,7 @@ export function billingStore(db: Db) {
     /**
      * The usage lines of orgs (their ids) from `fromDay` to `toDay` (UTC, both included), per org, day,
      * product and metric, with the list price: what the quantity costs before any free allowance.
+     * `org_id <> ''` says what the org index covers, which the planner cannot see in a list of ids.
      */
     orgUsageByDay: (
       accountId: string,
@@ -96,19 +97,26 @@ export function billingStore(db: Db) {
                  sum(billable_quantity)::bigint as billable_quantity, sum(cost_micros)::bigint as cost_micros,
                  sum(floor(quantity::numeric * price_micros / unit_size))::bigint as list_micros
           from usage_daily
-          where org_id = any(${sql.array(orgIds, 'text')}) and account_id = ${accountId} and mode = ${mode}
+          where org_id = any(${sql.array(orgIds, 'text')}) and org_id <> '' and account_id = ${accountId} and mode = ${mode}
             and day between ${fromDay} and ${toDay}
           group by org_id, day, product, metric
           order by day desc, product, metric`,
       ),
 
+    /**
+     * The account's usage from `fromDay` on, per day, product and metric: each app's own lines and its
+     * line of all its orgs together (migration 0033), not every org's.
+     */
     usageByDay: (accountId: string, mode: string, fromDay: string) =>
       db.any(
         sql.type(UsageDayRow)`
           select to_char(day, 'YYYY-MM-DD') as day, product, metric, sum(quantity)::bigint as quantity,
                  sum(billable_quantity)::bigint as billable_quantity, sum(cost_micros)::bigint as cost_micros
-          from usage_daily
-          where account_id = ${accountId} and mode = ${mode} and day >= ${fromDay}
+          from (select day, product, metric, quantity, billable_quantity, cost_micros from usage_daily
+                where account_id = ${accountId} and mode = ${mode} and day >= ${fromDay} and org_id = ''
+                union all
+                select day, product, metric, quantity, billable_quantity, cost_micros from usage_all_orgs_daily
+                where account_id = ${accountId} and mode = ${mode} and day >= ${fromDay}) lines
           group by day, product, metric
           order by day desc, product, metric`,
       ),
