@@ -8,10 +8,12 @@
 %%%
 %%% The control plane calls three commands (registered by mod_svc_scope): svc_open_conversation makes
 %%% or refreshes one room with its people in one call, svc_set_conversation_staff brings every room
-%%% of a business to its inbox's staff at once, and svc_set_conversation_titles renames them.
+%%% of a business to its inbox's staff at once, and svc_set_conversation_titles renames them. A
+%%% fourth, svc_set_rooms_max_users, gives any rooms of an app a new size, through the same walk.
 -module(svc_conversations).
 
--export([is_conversation/1, is_org_room/2, open/7, set_staff/4, set_titles/4, each_named_room/3]).
+-export([is_conversation/1, is_org_room/2, open/7, set_staff/4, set_titles/4, set_max_users/3,
+         each_named_room/3]).
 
 -include("logger.hrl").
 -include("xmpp.hrl").
@@ -166,6 +168,27 @@ reconcile(Pid, Wanted, IsStaff) ->
             Error
     end.
 
+%% Gives each named room of the service (any of an app's rooms) an occupant limit of MaxUsers.
+%% Rooms the service does not have are answered, not failed: the control plane makes those itself.
+%% Any other failure is an error naming how many rooms it hit.
+set_max_users(_Rooms, _Service, MaxUsers) when MaxUsers < 1 ->
+    {error, <<"max_users must be at least 1">>};
+set_max_users(Rooms, Service, MaxUsers) ->
+    Failures = each_failure(Rooms, Service,
+                            fun(_Name, Pid) ->
+                                    case mod_muc_room:get_config(Pid) of
+                                        {ok, Config} ->
+                                            ok_or_fail(mod_muc_room:set_config(
+                                                         Pid, Config#config{max_users = MaxUsers}));
+                                        {error, _} = Error ->
+                                            Error
+                                    end
+                            end),
+    case [Failure || {_Name, Reason} = Failure <- Failures, Reason /= {error, not_found}] of
+        [] -> [Name || {Name, _} <- Failures];
+        Failed -> failed(Failed, Rooms)
+    end.
+
 is_member({Affiliation, _Reason}) -> is_member(Affiliation);
 is_member(Affiliation) -> Affiliation == member.
 
@@ -181,6 +204,14 @@ each_room(Rooms, Service, Fun) ->
 %% Fun(Name, Pid) for each named room of the service, loaded if it is not running, a few workers side
 %% by side (each room is a process of its own). How many rooms, or an error when any of them failed.
 each_named_room(Rooms, Service, Fun) ->
+    case each_failure(Rooms, Service, Fun) of
+        [] -> length(Rooms);
+        Failures -> failed(Failures, Rooms)
+    end.
+
+%% {Name, Reason} of each room that Fun(Name, Pid) did not answer ok for; {error, not_found} for a
+%% room the service does not have.
+each_failure(Rooms, Service, Fun) ->
     ServerHost = ejabberd_router:host_of_route(Service),
     Apply = fun(Name) ->
                     try mod_muc:unhibernate_room(ServerHost, Service, Name) of
@@ -189,19 +220,15 @@ each_named_room(Rooms, Service, Fun) ->
                     catch Class:Reason -> {error, {Class, Reason}}
                     end
             end,
-    Failures = lists:append(
-                 misc:pmap(fun(Share) ->
+    lists:append(misc:pmap(fun(Share) ->
                                    [{Name, Result} || Name <- Share, (Result = Apply(Name)) /= ok]
-                           end, shares(Rooms, ?WORKERS))),
-    case Failures of
-        [] ->
-            length(Rooms);
-        [{Name, Reason} | _] ->
-            ?ERROR_MSG("~B of ~B rooms not changed, such as ~ts: ~p",
-                       [length(Failures), length(Rooms), Name, Reason]),
-            {error, iolist_to_binary(io_lib:format("~B of ~B rooms could not be changed",
-                                                   [length(Failures), length(Rooms)]))}
-    end.
+                           end, shares(Rooms, ?WORKERS))).
+
+failed([{Name, Reason} | _] = Failures, Rooms) ->
+    ?ERROR_MSG("~B of ~B rooms not changed, such as ~ts: ~p",
+               [length(Failures), length(Rooms), Name, Reason]),
+    {error, iolist_to_binary(io_lib:format("~B of ~B rooms could not be changed",
+                                           [length(Failures), length(Rooms)]))}.
 
 %% The list dealt into N shares (fewer when it is shorter).
 shares(List, N) ->

@@ -67,6 +67,29 @@ describe('POST /v1/realtime/chat/rooms', () => {
     });
   });
 
+  it('makes a room ejabberd no longer has again, with the new size, and sizes the others', async () => {
+    const { token } = await createCustomer(ctx.container);
+    const [kept, lost] = await Promise.all(
+      ['kept', 'lost'].map(async (name) =>
+        (await call('POST', '/v1/realtime/chat/rooms', token, { room: name })).json(),
+      ),
+    );
+    const [name, service] = lost.room.split('@');
+    const destroyed = await ejabberdAsOperator(ctx.container.settings, 'destroy_room', { name, service });
+    expect(destroyed.status).toBe(200);
+    // ejabberd answers an empty set of options for a room it does not have, once the room's process
+    // has stopped (destroy_room answers before).
+    await expect
+      .poll(() =>
+        ejabberdAsOperator(ctx.container.settings, 'get_room_options', { name, service }).then((r) =>
+          r.text(),
+        ),
+      )
+      .toBe('{}');
+    expect((await call('PATCH', '/v1/realtime/app', token, { max_room_size: 5 })).statusCode).toBe(200);
+    for (const room of [kept, lost]) expect(await roomOptions(room.room)).toMatchObject({ max_users: '5' });
+  });
+
   it('keeps rooms whose names differ only by case apart, and sizes them all', async () => {
     const { token } = await createCustomer(ctx.container);
     const [upper, lower, email] = await Promise.all(

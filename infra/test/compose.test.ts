@@ -235,6 +235,7 @@ describe('compose.yaml', () => {
         'svc_set_conversation_staff',
         'svc_set_conversation_titles',
         'svc_set_room_places',
+        'svc_set_rooms_max_users',
         'svc_set_bookmarks',
         'private_set',
         'status',

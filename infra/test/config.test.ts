@@ -155,7 +155,7 @@ describe('ejabberd config', () => {
       'what: [create_room_with_opts, change_room_option, svc_revoke_user, svc_revoke_prefix,\n' +
         '           svc_flush_org, svc_set_archiving, svc_open_conversation,\n' +
         '           svc_set_conversation_staff, svc_set_conversation_titles, svc_set_room_places,\n' +
-        '           svc_set_bookmarks, private_set, status]',
+        '           svc_set_rooms_max_users, svc_set_bookmarks, private_set, status]',
     );
     // Without a credential: the health check's status, from loopback.
     expect(config).toMatch(

@@ -61,8 +61,13 @@ export interface Bookmark {
 /** Accounts whose bookmarks one svc_set_bookmarks call replaces (each request stays a few MB). */
 const BOOKMARKS_PER_CALL = 1_000;
 
-/** A staff change or a rename goes through every conversation room of a business (thousands, in ejabberd). */
-const STAFF_CHANGE_TIMEOUT_MS = 60_000;
+/**
+ * A call that goes through thousands of rooms or accounts in ejabberd: a staff change or a rename of
+ * a business's conversation rooms, bookmarks, room places, a new room size.
+ */
+const ROOM_WALK_TIMEOUT_MS = 60_000;
+/** Rooms one svc_set_rooms_max_users call resizes: a few seconds of ejabberd's work a call. */
+const ROOMS_PER_RESIZE = 1_000;
 
 /** mod_http_api takes a list of {jid, nick} pairs as one JSON object. */
 const personMap = (people: readonly RoomPerson[]) =>
@@ -243,7 +248,7 @@ export function createEjabberdClient(options: {
       const result = (await call(
         'svc_set_conversation_staff',
         { prefix: orgPrefix, service: options.mucDomain, rooms, members: personMap(members) },
-        STAFF_CHANGE_TIMEOUT_MS,
+        ROOM_WALK_TIMEOUT_MS,
       )) as { rooms: number };
       return result.rooms;
     },
@@ -257,7 +262,7 @@ export function createEjabberdClient(options: {
       const result = (await call(
         'svc_set_conversation_titles',
         { rooms, service: options.mucDomain, title, description },
-        STAFF_CHANGE_TIMEOUT_MS,
+        ROOM_WALK_TIMEOUT_MS,
       )) as { rooms: number };
       return result.rooms;
     },
@@ -281,7 +286,7 @@ export function createEjabberdClient(options: {
               .slice(from, from + BOOKMARKS_PER_CALL)
               .map((account) => ({ user: account.user, storage: bookmarkStorage(account.rooms) })),
           },
-          STAFF_CHANGE_TIMEOUT_MS,
+          ROOM_WALK_TIMEOUT_MS,
         );
     },
 
@@ -291,7 +296,28 @@ export function createEjabberdClient(options: {
      */
     setRoomPlaces: async (places: readonly RoomPlace[]): Promise<void> => {
       if (places.length === 0) return;
-      await call('svc_set_room_places', { service: options.mucDomain, places }, STAFF_CHANGE_TIMEOUT_MS);
+      await call('svc_set_room_places', { service: options.mucDomain, places }, ROOM_WALK_TIMEOUT_MS);
+    },
+
+    /**
+     * Gives existing rooms a new occupant limit, a thousand rooms a call; answers the rooms ejabberd
+     * does not have (to be made with `ensureRoom`).
+     */
+    setRoomsMaxUsers: async (rooms: readonly string[], maxUsers: number): Promise<string[]> => {
+      const missing: string[] = [];
+      for (let from = 0; from < rooms.length; from += ROOMS_PER_RESIZE) {
+        const answer = await call(
+          'svc_set_rooms_max_users',
+          {
+            rooms: rooms.slice(from, from + ROOMS_PER_RESIZE),
+            service: options.mucDomain,
+            max_users: maxUsers,
+          },
+          ROOM_WALK_TIMEOUT_MS,
+        );
+        missing.push(...(answer as string[]));
+      }
+      return missing;
     },
 
     /** Resolves when ejabberd answers and takes the control plane's credential (readiness). */

@@ -113,7 +113,9 @@ export function createRealtimeService(deps: {
     if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
     if (next.maxRoomSize !== current.max_room_size) {
       const rooms = await deps.roomNodes(scope, current.chat_prefix);
-      await mapAtMost(rooms, ROOM_UPDATE_CONCURRENCY, (node) =>
+      const missing = await deps.ejabberd.setRoomsMaxUsers(rooms, next.maxRoomSize);
+      // Rooms ejabberd lost (a restore of older data) are made again, as their first use would.
+      await mapAtMost(missing, ROOM_UPDATE_CONCURRENCY, (node) =>
         deps.ejabberd.ensureRoom(node, { maxUsers: next.maxRoomSize }),
       );
     }
