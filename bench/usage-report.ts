@@ -63,7 +63,7 @@ await inTransaction(container.pool, async (tx) => {
     from usage_daily where account_id = ${withOrgs.account.id} and org_id <> ''
     group by account_id, app_id, mode, day, product, metric, price_micros, unit_size`);
 });
-await container.pool.query(statement`analyze usage_daily`);
+await container.pool.query(statement`analyze usage_daily, usage_all_orgs_daily`);
 console.log(
   `usage report of ${days} days: an app with ${orgs} orgs (${(orgs * days * 3).toLocaleString('en')} org lines, written in ${((Date.now() - started) / 1000).toFixed(1)} s) beside an app of no org`,
 );

@@ -5,7 +5,10 @@
 --     addition of an org's line to it as well, in the same statement's loop. Usage of no org is the
 --     app's own line (org_id ''), as before; the report reads those two kinds of line only.
 --   - usage_daily keeps every line as it was: an org's report, and the ledger's sum, read it.
--- Restated whole from 0025; only the block that adds to the all-orgs line is new.
+--   - A test key's charges of one account take turns on an advisory lock, as a live key's do on the
+--     account row: the all-orgs line is shared by an app's orgs, which one transaction may meter
+--     together (a room's end), each org after the other.
+-- Restated whole from 0025; only the all-orgs block and the test key's lock are new.
 
 create table usage_all_orgs_daily (
   account_id text not null references accounts (id),
@@ -77,6 +80,12 @@ begin
     if p_conditional and v_before <= 0 then
       raise exception 'the balance (% micro-dollars) is empty', v_before using errcode = 'SV402';
     end if;
+  else
+    -- A test key's charges of one account take turns too, on a lock of their own (never the account
+    -- row, which live charges hold): the rows below are shared by the account's payers (allowance
+    -- rows by all its apps and orgs, the all-orgs line by an app's orgs), and a transaction that
+    -- meters several orgs (a room's end) would otherwise lock them in another order than a leave.
+    perform pg_advisory_xact_lock(hashtextextended('svc_meter test ' || p_account, 0));
   end if;
 
   for i in 1 .. coalesce(array_length(p_products, 1), 0) loop

@@ -86,6 +86,10 @@ describe('POST /v1/realtime/chat/rooms', () => {
         ),
       )
       .toBe('{}');
+    // The command resizes the room it has and names the one it has not.
+    const keptNode = kept.room.split('@')[0];
+    expect(await ctx.container.ejabberd.setRoomsMaxUsers([keptNode, name], 4)).toEqual([name]);
+    expect(await roomOptions(kept.room)).toMatchObject({ max_users: '4' });
     expect((await call('PATCH', '/v1/realtime/app', token, { max_room_size: 5 })).statusCode).toBe(200);
     for (const room of [kept, lost]) expect(await roomOptions(room.room)).toMatchObject({ max_users: '5' });
   });

@@ -5,7 +5,7 @@ import { socialStore } from '../src/modules/social/store.js';
 import { callerOrder, type Payer } from '../src/platform/caller.js';
 import { createMetering, type Metering, TURNS_AT_ONCE } from '../src/platform/metering.js';
 import { inTransaction, type Transaction } from '../src/platform/transaction.js';
-import { ledgerTotals } from './ledger.js';
+import { ledgerTotals, orgUsageBothWays } from './ledger.js';
 import { attributes, deliver, participant } from './livekit-webhooks.js';
 import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
@@ -107,6 +107,34 @@ describe('one lock order', () => {
     const usage = await ctx.container.billing.usageReport(customer.account.id, 'live', 1);
     const minutes = usage.usage.filter((row) => row.product === 'live' || row.product === 'calls');
     expect(minutes.reduce((sum, row) => sum + row.quantity, 0)).toBeCloseTo((36 * 50) / 60, 6);
+  });
+
+  it('lets a test key meter two orgs in one transaction while another meters one of them', async () => {
+    // A room's end meters each org's minutes in turn; a leave meters one org's. Both add to the
+    // app's line of all its orgs, which a test key's charge reaches with no account row locked.
+    const customer = await createCustomer(ctx.container, { mode: 'test' });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'test' as const };
+    const minutes = [{ product: 'live', metric: 'hd_minutes', quantity: 3 }];
+    const meter = (tx: Transaction, orgId: string) =>
+      ctx.container.metering.meter(tx, { ...payer, orgId }, minutes);
+    let firstMetered!: () => void;
+    const first = new Promise<void>((resolve) => {
+      firstMetered = resolve;
+    });
+    const roomEnd = inTransaction(ctx.container.pool, async (tx) => {
+      await meter(tx, 'org_a');
+      firstMetered();
+      // The leave's transaction is under way (waiting, or holding org_b's line) before org_b comes.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await meter(tx, 'org_b');
+    });
+    await first;
+    const leave = inTransaction(ctx.container.pool, (tx) => meter(tx, 'org_b'));
+    await Promise.all([roomEnd, leave]);
+    expect(waits).toEqual([]);
+    const orgs = await orgUsageBothWays(ctx.container, customer.account.id);
+    expect(JSON.parse(orgs.allOrgs)).toEqual([expect.objectContaining({ quantity: 9 })]);
+    expect(orgs.allOrgs).toBe(orgs.byOrg);
   });
 
   it('lets turns of priced writes of several accounts, on two replicas, run beside rooms finishing and top-ups', async () => {
