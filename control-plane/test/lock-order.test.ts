@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { socialStore } from '../src/modules/social/store.js';
 import { callerOrder, type Payer } from '../src/platform/caller.js';
 import { createMetering, type Metering, TURNS_AT_ONCE } from '../src/platform/metering.js';
+import { inCodeUnitOrder } from '../src/platform/ordering.js';
 import { inTransaction, type Transaction } from '../src/platform/transaction.js';
 import { ledgerTotals, orgUsageBothWays } from './ledger.js';
 import { attributes, deliver, participant } from './livekit-webhooks.js';
@@ -18,11 +20,14 @@ import { createCustomer, meterNow, startTestApp, type TestContext, uniqueAddress
 const waits: string[] = [];
 /** The accounts of each COMMIT's charges, in the order they are charged (their rows' order). */
 const chargedAccounts: string[][] = [];
+/** The payers (account and mode) of each svc_meter statement, in the order they ran. */
+const meteredPayers: string[] = [];
 const watch: Interceptor = {
   name: 'lock-wait-watch',
   beforeQueryExecution: (_context, query) => {
     if (query.sql.trimStart().startsWith('insert into charges_at_commit'))
       chargedAccounts.push(query.values.filter((value) => /^acct_/.test(String(value))).map(String));
+    if (query.sql.includes('from svc_meter(')) meteredPayers.push(`${query.values[0]} ${query.values[2]}`);
     return null;
   },
   queryExecutionError: (_context, _query, error) => {
@@ -117,24 +122,63 @@ describe('one lock order', () => {
     const minutes = [{ product: 'live', metric: 'hd_minutes', quantity: 3 }];
     const meter = (tx: Transaction, orgId: string) =>
       ctx.container.metering.meter(tx, { ...payer, orgId }, minutes);
-    let firstMetered!: () => void;
-    const first = new Promise<void>((resolve) => {
-      firstMetered = resolve;
-    });
+    const signal = () => {
+      let done!: (value: number) => void;
+      const promise = new Promise<number>((resolve) => {
+        done = resolve;
+      });
+      return { promise, done: (value = 0) => done(value) };
+    };
+    const firstMetered = signal();
+    const leaveWaits = signal();
+    const leaveStarted = signal();
     const roomEnd = inTransaction(ctx.container.pool, async (tx) => {
       await meter(tx, 'org_a');
-      firstMetered();
-      // The leave's transaction is under way (waiting, or holding org_b's line) before org_b comes.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      firstMetered.done();
+      await leaveWaits.promise;
       await meter(tx, 'org_b');
     });
-    await first;
-    const leave = inTransaction(ctx.container.pool, (tx) => meter(tx, 'org_b'));
+    await firstMetered.promise;
+    const leave = inTransaction(ctx.container.pool, async (tx) => {
+      leaveStarted.done(
+        await tx.oneFirst(sql.type(z.object({ pid: z.number() }))`select pg_backend_pid() as pid`),
+      );
+      await meter(tx, 'org_b');
+    });
+    // The room's end meters org_b only once the leave waits for a lock (org_b's line held, before).
+    const pid = await leaveStarted.promise;
+    await expect
+      .poll(() =>
+        ctx.container.pool.oneFirst(
+          sql.type(z.object({ waiting: z.string() }))`
+            select coalesce(wait_event_type, '') as waiting from pg_stat_activity where pid = ${pid}`,
+        ),
+      )
+      .toBe('Lock');
+    leaveWaits.done();
     await Promise.all([roomEnd, leave]);
     expect(waits).toEqual([]);
     const orgs = await orgUsageBothWays(ctx.container, customer.account.id);
     expect(JSON.parse(orgs.allOrgs)).toEqual([expect.objectContaining({ quantity: 9 })]);
     expect(orgs.allOrgs).toBe(orgs.byOrg);
+  });
+
+  it("meters an account's live payers before its test ones in one flush (its row before its test lock)", async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const other = await ctx.container.accounts.createApp({ accountId: customer.account.id, name: 'second' });
+    // The test payer's app sorts first: by app alone, it would be metered first.
+    const [first, second] = [customer.app.id, other.id].sort(inCodeUnitOrder);
+    const bytes = { product: 'bandwidth', metric: 'gb', quantity: 1_000_000 };
+    meteredPayers.length = 0;
+    await Promise.all([
+      ctx.container.accrual.add({ accountId: customer.account.id, appId: first!, mode: 'test' }, bytes),
+      ctx.container.accrual.add({ accountId: customer.account.id, appId: second!, mode: 'live' }, bytes),
+    ]);
+    await ctx.container.accrual.flush();
+    expect(meteredPayers.filter((metered) => metered.startsWith(customer.account.id))).toEqual([
+      `${customer.account.id} live`,
+      `${customer.account.id} test`,
+    ]);
   });
 
   it('lets turns of priced writes of several accounts, on two replicas, run beside rooms finishing and top-ups', async () => {

@@ -150,8 +150,9 @@ function meterArguments(payer: Payer, metered: readonly Required<Usage>[], at: D
 
 /**
  * The one way usage is metered and charged, always by the SQL function svc_meter: it takes the
- * account's row lock first (live keys), then the allowance and usage rows in metric order, then the
- * app's usage line of the day. Test keys are metered and priced the same way and never charged.
+ * account's row lock first (live keys; a test key takes an advisory lock of the account instead), then
+ * the allowance and usage rows in metric order, then the app's usage line of the day. Test keys are
+ * metered and priced the same way and never charged.
  */
 export function createMetering(deps: {
   pool: DatabasePool;
@@ -466,7 +467,9 @@ export function createMetering(deps: {
      * Usage known only after the fact (minutes, bandwidth, stored bytes, monthly active users), metered
      * in the caller's transaction and charged in full: a live balance may go below zero, and what is
      * owed is repaid by the next top-up. Nothing is forgiven. `day` (YYYY-MM-DD, default today) is
-     * the UTC day the usage happened, for usage accrued earlier.
+     * the UTC day the usage happened, for usage accrued earlier. A transaction that meters several
+     * payers meters them by account, and an account's live payers before its test ones: the account's
+     * row before its test lock.
      */
     meter: (tx: Transaction, payer: Payer, usages: readonly Usage[], day?: string) =>
       meterIn(tx, payer, usages, day),

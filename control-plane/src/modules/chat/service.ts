@@ -147,7 +147,8 @@ export function createChatService(deps: {
         const price = priceOf.get(field(user.app_id, user.mode, user.user_id))!;
         // An org identity is an active user of its org: its line is the org's.
         const orgKey = orgKeyOfIdentity(user.user_id);
-        const key = field(user.app_id, user.mode, user.day, orgKey ?? '', ...priceParts(price));
+        // Mode first: an account's live payers are metered before its test ones (the lock order).
+        const key = field(user.mode, user.app_id, user.day, orgKey ?? '', ...priceParts(price));
         const group = byPayer.get(key) ?? {
           appId: user.app_id,
           mode: user.mode,
