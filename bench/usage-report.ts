@@ -27,16 +27,9 @@ const container = await createContainer(loadSettings(process.env));
 const app = await buildApp(container, { logger: false });
 await app.ready();
 
-const withOrgs = await createCustomer(container, {
-  mode: 'live',
-  plan: 'scale',
-  dailyRequestCap: 100_000_000,
-});
-const ownOnly = await createCustomer(container, {
-  mode: 'live',
-  plan: 'scale',
-  dailyRequestCap: 100_000_000,
-});
+const liveCustomer = () =>
+  createCustomer(container, { mode: 'live', plan: 'scale', dailyRequestCap: 100_000_000 });
+const [withOrgs, ownOnly] = [await liveCustomer(), await liveCustomer()];
 const accounts = [withOrgs.account.id, ownOnly.account.id];
 
 /** Lines of one org (or of the app's own usage, ''), for every day of the window and three metrics. */

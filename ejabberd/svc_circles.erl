@@ -25,8 +25,9 @@ is_circle_room(LUser) ->
 
 %% Puts each {Room, JID, Place} in place (any org's rooms), rooms side by side, each room's changes in
 %% the order given: member (affiliated), outcast (banned: sent out, and refused on return), none (no
-%% affiliation, and sent out if present). A state, not a change: a place already held costs nothing, and a call that
-%% failed part way is put right by the next. Answers how many rooms, or an error when any failed.
+%% affiliation, and sent out if present). A state, not a change: a place already held costs nothing,
+%% and a call that failed part way is put right by the next. Answers how many rooms, or an error when
+%% any failed.
 set_places(Service, Places) ->
     case parse_places(Places) of
         {error, _} = Error ->

@@ -145,8 +145,7 @@ export function createAccrual(deps: {
     for (const [field, quantity] of entries) {
       const [accountId = '', appId, mode, day, product = '', metric = '', ...price] =
         field.split(FIELD_SEPARATOR);
-      // Mode first: an account's live payers are metered before its test ones (the lock order).
-      const group = [mode, appId, day].join(FIELD_SEPARATOR);
+      const group = [appId, mode, day].join(FIELD_SEPARATOR);
       const groups = byAccount.get(accountId) ?? new Map<string, Usage[]>();
       groups.set(group, [
         ...(groups.get(group) ?? []),
@@ -158,12 +157,14 @@ export function createAccrual(deps: {
       deps.pool,
       batch,
       byAccount,
-      async (tx, accountId, groups) => {
-        for (const [group, usages] of [...groups.entries()].sort()) {
-          const [mode, appId = '', day] = group.split(FIELD_SEPARATOR);
-          await deps.metering.meter(tx, { accountId, appId, mode: mode as KeyMode }, usages, day);
-        }
-      },
+      (tx, accountId, groups) =>
+        deps.metering.meterAll(
+          tx,
+          [...groups].map(([group, usages]) => {
+            const [appId = '', mode, day] = group.split(FIELD_SEPARATOR);
+            return { payer: { accountId, appId, mode: mode as KeyMode }, usages, day };
+          }),
+        ),
       deps.onError,
     );
   };

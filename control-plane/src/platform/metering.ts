@@ -187,6 +187,13 @@ export function createMetering(deps: {
     return () => deps.standing.record(payer.accountId, balance, version);
   }
 
+  /**
+   * A payer's place in a transaction's lock order: by account, and an account's live payers before
+   * its test ones ('live' sorts first: the account's row before its test lock), then app and org.
+   */
+  const lockOrderOf = (payer: Payer) =>
+    [payer.accountId, payer.mode, payer.appId, payer.orgId ?? ''].join('\t');
+
   async function meterIn(tx: Transaction, payer: Payer, usages: readonly Usage[], day?: string) {
     const metered = normaliseUsages(usages, await deps.prices.table(tx));
     if (metered.length === 0) return 0;
@@ -467,12 +474,21 @@ export function createMetering(deps: {
      * Usage known only after the fact (minutes, bandwidth, stored bytes, monthly active users), metered
      * in the caller's transaction and charged in full: a live balance may go below zero, and what is
      * owed is repaid by the next top-up. Nothing is forgiven. `day` (YYYY-MM-DD, default today) is
-     * the UTC day the usage happened, for usage accrued earlier. A transaction that meters several
-     * payers meters them by account, and an account's live payers before its test ones: the account's
-     * row before its test lock.
+     * the UTC day the usage happened, for usage accrued earlier.
      */
     meter: (tx: Transaction, payer: Payer, usages: readonly Usage[], day?: string) =>
       meterIn(tx, payer, usages, day),
+
+    /** Several payers' usage in one transaction, as `meter` does each, in the lock order. */
+    meterAll: async (
+      tx: Transaction,
+      charges: readonly { payer: Payer; usages: readonly Usage[]; day?: string }[],
+    ) => {
+      const ordered = [...charges].sort((a, b) =>
+        inCodeUnitOrder(lockOrderOf(a.payer), lockOrderOf(b.payer)),
+      );
+      for (const { payer, usages, day } of ordered) await meterIn(tx, payer, usages, day);
+    },
 
     /** Live accounts' balances and the free allowances they used this month (metric key → base units). */
     positions: async (accountIds: readonly string[], at: Date) => {

@@ -147,8 +147,7 @@ export function createChatService(deps: {
         const price = priceOf.get(field(user.app_id, user.mode, user.user_id))!;
         // An org identity is an active user of its org: its line is the org's.
         const orgKey = orgKeyOfIdentity(user.user_id);
-        // Mode first: an account's live payers are metered before its test ones (the lock order).
-        const key = field(user.mode, user.app_id, user.day, orgKey ?? '', ...priceParts(price));
+        const key = field(user.app_id, user.mode, user.day, orgKey ?? '', ...priceParts(price));
         const group = byPayer.get(key) ?? {
           appId: user.app_id,
           mode: user.mode,
@@ -160,16 +159,16 @@ export function createChatService(deps: {
         group.count += 1;
         byPayer.set(key, group);
       }
-      for (const key of [...byPayer.keys()].sort()) {
-        const { appId, mode, day, price, orgKey, count } = byPayer.get(key)!;
+      const charges = [];
+      for (const { appId, mode, day, price, orgKey, count } of byPayer.values()) {
         const orgId = orgKey === null ? null : await deps.orgOfChatKey(orgKey);
-        await deps.metering.meter(
-          tx,
-          { accountId, appId, mode, ...(orgId ? { orgId } : {}) },
-          [{ product: 'chat', metric: 'monthly_active_users', quantity: count, price }],
+        charges.push({
+          payer: { accountId, appId, mode, ...(orgId ? { orgId } : {}) },
+          usages: [{ product: 'chat', metric: 'monthly_active_users', quantity: count, price }],
           day,
-        );
+        });
       }
+      await deps.metering.meterAll(tx, charges);
     });
   });
 

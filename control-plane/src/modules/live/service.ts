@@ -148,10 +148,7 @@ export function createLiveService(deps: {
       usages.set(key, group);
     }
     if (closed.length > 0) await liveStore(tx).close(closed);
-    for (const key of [...usages.keys()].sort()) {
-      const { payer, usages: metered } = usages.get(key)!;
-      await deps.metering.meter(tx, payer, metered);
-    }
+    await deps.metering.meterAll(tx, [...usages.values()]);
   }
 
   /** The app and account a LiveKit room belongs to, from the prefix of its name. */
