@@ -9,9 +9,11 @@ import { type QuerySqlToken, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/transaction.js';
 import {
+  DEFAULT_SEARCH_PER_GROUP,
   REACTION_KINDS,
   SEARCH_BUZZ_CANDIDATES,
   SEARCH_BUZZ_WALK,
+  SEARCH_PROFILE_NEAREST,
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
 import { socialStore } from '../src/modules/social/store.js';
@@ -1002,6 +1004,25 @@ describe('search', () => {
     expect(verified.statusCode).toBe(200);
     expect(await profilesFor(q, fans[0])).toEqual([names.exact, names.a, names.b]);
     expect(await profilesFor(q)).toEqual([names.exact, names.a, names.b]);
+  });
+
+  it('ranks a verified profile ahead of more equally close names than search takes nearest', async () => {
+    // More profiles holding the word itself than the nearest names search ranks, and a verified one
+    // holding it with one letter more: as close once rounded, so it ranks first, but further than
+    // all of the others, so the nearest names alone leave it out.
+    const word = `Xanthoporphyrin${tag().slice(0, 7)}`.toLowerCase();
+    const t = tag().slice(0, 6);
+    for (let n = 0; n < SEARCH_PROFILE_NEAREST + 5; n++)
+      await member(key, `xan_${t}_${n}`, { full_name: word });
+    const verified = await member(key, `xan_${t}_verified`, { full_name: `${word}s` });
+    const marked = await callWithKey(ctx.app, key, 'PATCH', `/v1/profiles/${verified.username}`, {
+      verified: true,
+    });
+    expect(marked.statusCode, marked.body).toBe(200);
+
+    const found = await profilesFor(word);
+    expect(found[0]).toBe(verified.username);
+    expect(found).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
   });
 
   it('finds the same profiles whether the matches are found first or the nearest names walked', async () => {

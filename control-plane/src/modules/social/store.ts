@@ -10,7 +10,7 @@ import {
   SEARCH_BUZZ_CANDIDATES,
   SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
-  SEARCH_PROFILE_CANDIDATES,
+  SEARCH_PROFILE_NEAREST,
 } from './schema.js';
 
 /** An app's data in one key mode: every query is scoped to it. */
@@ -219,22 +219,29 @@ export function socialStore(db: Db) {
 
     /**
      * Profiles whose username or full name holds something close to q (typos and prefixes, accents
-     * and case ignored). The candidates are the nearest names and the exact username; they rank exact
-     * first, then closeness, verified, followed by the viewer, followers.
+     * and case ignored). The candidates are the nearest names, the nearest verified ones and the
+     * exact username; they rank exact first, then closeness, verified, followed by the viewer,
+     * followers. So a verified profile is never crowded out by thousands of names as close as its own.
      *
      * Planned for its values on each call, because how many names q matches decides how to find the
      * nearest: a few, and the GIN index finds them all to be sorted; thousands, and the GiST index
-     * walks the nearest first, testing each (migration 0026 says why these are two indexes).
+     * walks the nearest first, testing each (migration 0026 says why these are two indexes). The
+     * verified ones come the same way, from an index of their own when they are few (migration 0035).
      */
-    searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) =>
-      db.any(sql.type(ProfileRow)`${plannedForItsValues}
+    searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) => {
+      // The query folded in place, not joined from elsewhere: the indexes serve it only then.
+      // The match on search_name (the GIN indexes), the order on (search_name || '') (the GiST one).
+      const nearest = (verifiedOnly: boolean) => sql.fragment`
+        select p.pk from profiles p
+        where ${inScope('p', scope)} ${verifiedOnly ? sql.fragment`and p.verified` : sql.fragment``}
+          and svc_fold(${q}) <% p.search_name
+        order by (p.search_name || '') <->> svc_fold(${q})
+        limit ${SEARCH_PROFILE_NEAREST}`;
+      return db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with candidates as (
-          -- The query folded in place, not joined from elsewhere: the indexes serve it only then.
-          -- The match on search_name (the GIN index), the order on (search_name || '') (the GiST one).
-          (select p.pk from profiles p
-           where ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
-           order by (p.search_name || '') <->> svc_fold(${q})
-           limit ${SEARCH_PROFILE_CANDIDATES})
+          (${nearest(false)})
+          union
+          (${nearest(true)})
           union
           select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${q})
         )
@@ -245,7 +252,8 @@ export function socialStore(db: Db) {
                  p.verified desc,
                  ${viewerPk === undefined ? sql.fragment`` : sql.fragment`exists (select 1 from follows f where f.follower_pk = ${viewerPk} and f.followee_pk = p.pk) desc,`}
                  p.followers desc, p.pk
-        limit ${limit}`),
+        limit ${limit}`);
+    },
 
     /**
      * Buzzes holding every word of q (accents and case ignored): the newest matches, best ranked
