@@ -107,10 +107,27 @@ async function publish(author: Member, text: string, on = ctx): Promise<Buzz> {
   return published.json();
 }
 
-/** A store's statements explained instead of run: each answers with its plan. */
-const explaining = (db: Db): Db =>
-  ({ ...db, any: (query: QuerySqlToken) => db.any(sql.unsafe`explain (format json) ${query}`) }) as Db;
+/** A store's statements explained instead of run (or run, and explained, with `analyze`). */
+const explaining = (db: Db, analyze = false): Db =>
+  ({
+    ...db,
+    any: (query: QuerySqlToken) =>
+      db.any(sql.unsafe`explain (format json${analyze ? sql.fragment`, analyze` : sql.fragment``}) ${query}`),
+  }) as Db;
 /** The indexes a plan reads, each as its node's type and the index's name ('Index Scan buzzes_pkey'). */
+/** The rows a plan run with `analyze` read from tables and indexes, whether it kept them or not. */
+function rowsRead(plan: unknown): number {
+  if (Array.isArray(plan)) return plan.reduce((sum: number, item) => sum + rowsRead(item), 0);
+  if (typeof plan !== 'object' || plan === null) return 0;
+  const node = plan as Record<string, unknown>;
+  const count = (field: string) => (typeof node[field] === 'number' ? (node[field] as number) : 0);
+  const own = String(node['Node Type']).endsWith('Scan')
+    ? (count('Actual Rows') + count('Rows Removed by Filter') + count('Rows Removed by Index Recheck')) *
+      count('Actual Loops')
+    : 0;
+  return own + Object.values(node).reduce((sum: number, value) => sum + rowsRead(value), 0);
+}
+
 function indexesRead(plan: unknown): string[] {
   if (Array.isArray(plan)) return plan.flatMap(indexesRead);
   if (typeof plan !== 'object' || plan === null) return [];
@@ -1058,6 +1075,21 @@ describe('search', () => {
       );
     expect(await walks('nearest')).toBe(true);
     expect(await walks('matches')).toBe(false);
+  });
+
+  it('reads no name for a query without a letter or digit', async () => {
+    // Such a query has no trigram, so it matches no name; the search indexes would read them all to
+    // find that out.
+    for (const q of ['-', '?! …', '..']) {
+      expect(await profilesFor(q), q).toEqual([]);
+      const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+        { appId, mode: 'live' },
+        q,
+        50,
+      );
+      expect(rowsRead(run), q).toBe(0);
+    }
+    expect(await profilesFor('-zephyrine-')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
   });
 
   it('finds buzzes holding every word, accents and case ignored; never a deleted one', async () => {
