@@ -128,6 +128,15 @@ function rowsRead(plan: unknown): number {
   return own + Object.values(node).reduce((sum: number, value) => sum + rowsRead(value), 0);
 }
 
+/** How many times a plan run with `analyze` scanned the index. */
+function scansRun(plan: unknown, index: string): number {
+  if (Array.isArray(plan)) return plan.reduce((sum: number, item) => sum + scansRun(item, index), 0);
+  if (typeof plan !== 'object' || plan === null) return 0;
+  const node = plan as Record<string, unknown>;
+  const own = node['Index Name'] === index ? Number(node['Actual Loops'] ?? 0) : 0;
+  return own + Object.values(node).reduce((sum: number, value) => sum + scansRun(value, index), 0);
+}
+
 function indexesRead(plan: unknown): string[] {
   if (Array.isArray(plan)) return plan.flatMap(indexesRead);
   if (typeof plan !== 'object' || plan === null) return [];
@@ -1040,6 +1049,53 @@ describe('search', () => {
     const found = await profilesFor(word);
     expect(found[0]).toBe(verified.username);
     expect(found).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
+  });
+
+  it('finds names by the start of a word, the word itself first, without walking the nearest', async () => {
+    // More names holding a longer word than search ranks, and two holding the word itself.
+    const word = `Vantablack${tag().slice(0, 6)}`.toLowerCase();
+    const t = tag().slice(0, 6);
+    for (let n = 0; n < SEARCH_PROFILE_NEAREST + 5; n++)
+      await member(key, `vb_${t}_${n}`, { full_name: `Dr ${word}ian` });
+    const exact = [
+      await member(key, `vb_${t}_x1`, { full_name: word }),
+      await member(key, `vb_${t}_x2`, { full_name: `A ${word}` }),
+    ];
+
+    const found = await profilesFor(word);
+    expect(found).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
+    expect(found.slice(0, 2).sort()).toEqual(exact.map((m) => m.username).sort());
+    expect(found.slice(2)).toEqual(
+      expect.arrayContaining([expect.stringMatching(new RegExp(`^vb_${t}_\\d+$`))]),
+    );
+    // As typed: every name holding a word that starts with it, and nothing walked.
+    for (const typed of [word.slice(0, 4), word.slice(0, 8), `${word}i`]) {
+      expect(await profilesFor(typed), typed).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
+      const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+        { appId, mode: 'live' },
+        typed,
+        DEFAULT_SEARCH_PER_GROUP,
+      );
+      expect(
+        scansRun(run, 'profiles_search_nearest_idx') + scansRun(run, 'profiles_search_match_idx'),
+        typed,
+      ).toBe(0);
+    }
+  });
+
+  it('keeps the words of a name with the name', async () => {
+    const renamed = await member(key, `renamed_${tag().slice(0, 6)}`, { full_name: 'Óscar Ñandú' });
+    const wordsOf = () =>
+      ctx.container.pool.anyFirst(sql.unsafe`
+        select w.word from profile_words w join profiles p on p.pk = w.profile_pk
+        where p.app_id = ${appId} and p.user_id = ${renamed.userId} order by w.word`);
+    expect(await wordsOf()).toEqual(['nandu', 'oscar', ...renamed.username.split('_')].sort());
+    const put = await asUser(renamed.token, 'PUT', '/v1/me/profile', {
+      username: `${renamed.username}_2`,
+      full_name: 'Óscar Wilde-Smith',
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(await wordsOf()).toEqual(['2', 'oscar', 'smith', 'wilde', ...renamed.username.split('_')].sort());
   });
 
   it('finds the same profiles whether the matches are found first or the nearest names walked', async () => {

@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type FragmentSqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -223,6 +223,11 @@ export function socialStore(db: Db) {
      * exact username; they rank exact first, then closeness, verified, followed by the viewer,
      * followers. So a verified profile is never crowded out by thousands of names as close as its own.
      *
+     * The nearest names of a one-word query are first looked up among the names' words (migration
+     * 0036): the names with the word itself, then those with a word starting with it, are as close as
+     * any name can be, so when there are enough of them nothing is walked. Otherwise (typos, several
+     * words, few such names) the nearest are walked.
+     *
      * Planned for its values on each call, because how many names q matches decides how to find the
      * nearest: a few, and the GIN index finds them all to be sorted; thousands, and the GiST index
      * walks the nearest first, testing each (migration 0026 says why these are two indexes). The
@@ -234,18 +239,28 @@ export function socialStore(db: Db) {
       // A query without a letter or digit has no trigram and matches no name, but either index would
       // read all of the app's names to find that out (220 ms for 100,000): its value makes the first
       // test a constant false, and the branch is planned away.
-      const nearest = (verifiedOnly: boolean) => sql.fragment`
+      const nearest = (only: FragmentSqlToken) => sql.fragment`
         select p.pk from profiles p
-        where cardinality(show_trgm(svc_fold(${q}))) > 0
-          and ${inScope('p', scope)} ${verifiedOnly ? sql.fragment`and p.verified` : sql.fragment``}
-          and svc_fold(${q}) <% p.search_name
+        where cardinality(show_trgm(svc_fold(${q}))) > 0 ${only}
+          and ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
         order by (p.search_name || '') <->> svc_fold(${q})
         limit ${SEARCH_PROFILE_NEAREST}`;
       return db.any(sql.type(ProfileRow)`${plannedForItsValues}
-        with candidates as (
-          (${nearest(false)})
+        with worded as (
+          -- One word of two characters or more (a constant test: otherwise nothing is read), in the
+          -- words' order: the word itself sorts ahead of the longer ones.
+          select w.profile_pk as pk from profile_words w
+          where svc_fold(${q}) ~ '^[[:alnum:]]{2,}$'
+            and ${inScope('w', scope)} and w.word like svc_fold(${q}) || '%'
+          order by w.word
+          limit ${SEARCH_PROFILE_NEAREST}
+        ), candidates as (
+          select pk from worded
           union
-          (${nearest(true)})
+          -- Walked only when the words came short (a one-time filter: nothing is read otherwise).
+          (${nearest(sql.fragment`and (select count(*) from worded) < ${SEARCH_PROFILE_NEAREST}`)})
+          union
+          (${nearest(sql.fragment`and p.verified`)})
           union
           select p.pk from profiles p where ${inScope('p', scope)} and lower(p.username) = lower(${q})
         )
