@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/transaction.js';
 import {
   DEFAULT_SEARCH_PER_GROUP,
+  MAX_SEARCH_PER_GROUP,
   REACTION_KINDS,
   SEARCH_BUZZ_CANDIDATES,
   SEARCH_BUZZ_WALK,
@@ -1069,7 +1070,7 @@ describe('search', () => {
       expect.arrayContaining([expect.stringMatching(new RegExp(`^vb_${t}_\\d+$`))]),
     );
     // As typed: every name holding a word that starts with it, and nothing walked.
-    for (const typed of [word.slice(0, 4), word.slice(0, 8), `${word}i`]) {
+    for (const typed of [word.slice(0, 4), word.slice(0, 8), `${word}i`, `@${word.slice(0, 8)} `]) {
       expect(await profilesFor(typed), typed).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
       const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
         { appId, mode: 'live' },
@@ -1090,12 +1091,30 @@ describe('search', () => {
         select w.word from profile_words w join profiles p on p.pk = w.profile_pk
         where p.app_id = ${appId} and p.user_id = ${renamed.userId} order by w.word`);
     expect(await wordsOf()).toEqual(['nandu', 'oscar', ...renamed.username.split('_')].sort());
-    const put = await asUser(renamed.token, 'PUT', '/v1/me/profile', {
-      username: `${renamed.username}_2`,
-      full_name: 'Óscar Wilde-Smith',
-    });
-    expect(put.statusCode, put.body).toBe(200);
+    const rename = async (username: string, fullName: string) => {
+      const put = await asUser(renamed.token, 'PUT', '/v1/me/profile', { username, full_name: fullName });
+      expect(put.statusCode, put.body).toBe(200);
+    };
+    await rename(renamed.username, 'Óscar Wilde-Smith');
+    expect(await wordsOf()).toEqual(['oscar', 'smith', 'wilde', ...renamed.username.split('_')].sort());
+    await rename(`${renamed.username}_2`, 'Óscar Wilde-Smith');
     expect(await wordsOf()).toEqual(['2', 'oscar', 'smith', 'wilde', ...renamed.username.split('_')].sort());
+  });
+
+  it('walks the nearest when the words found belong to fewer names than search ranks', async () => {
+    // Names whose username and full name both start with the query take two of the words found:
+    // 30 of them and 30 names with a longer word, 60 names for a page of 50, which the walk completes.
+    const word = `Quokkaberry${tag().slice(0, 5)}`.toLowerCase();
+    for (let n = 0; n < 30; n++) await member(key, `${word}${n}`, { full_name: word });
+    const t = tag().slice(0, 6);
+    for (let n = 0; n < 30; n++) await member(key, `qb_${t}_${n}`, { full_name: `${word}ian` });
+
+    const found = await read(key, `/v1/search?q=${word}&type=profiles&limit=${MAX_SEARCH_PER_GROUP}`);
+    expect(found.statusCode, found.body).toBe(200);
+    const usernames: string[] = found.json().profiles.map((p: { username: string }) => p.username);
+    expect(usernames).toHaveLength(MAX_SEARCH_PER_GROUP);
+    expect(usernames.slice(0, 30).every((u) => u.startsWith(word))).toBe(true);
+    expect(usernames.slice(30).every((u) => u.startsWith(`qb_${t}_`))).toBe(true);
   });
 
   it('finds the same profiles whether the matches are found first or the nearest names walked', async () => {

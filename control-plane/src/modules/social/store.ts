@@ -25,6 +25,8 @@ const profileColumns = sql.fragment`
 const buzzColumns = sql.fragment`
   b.pk, b.id, b.type, b.text, b.reactions, b.comments, b.created_at, b.author_pk,
   a.user_id as author_id, a.username as author_username`;
+/** A query of one word (as pg_trgm takes words: runs of letters and digits) of two characters or more. */
+const ONE_WORD = '^[^[:alnum:]]*[[:alnum:]]{2,}[^[:alnum:]]*$';
 const inScope = (alias: string, scope: Scope) =>
   sql.fragment`${sql.identifier([alias, 'app_id'])} = ${scope.appId} and ${sql.identifier([alias, 'mode'])} = ${scope.mode}`;
 /** The pk of the profile a username names in the scope (null when none), for an author's lists. */
@@ -247,18 +249,24 @@ export function socialStore(db: Db) {
         limit ${SEARCH_PROFILE_NEAREST}`;
       return db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with worded as (
-          -- One word of two characters or more (a constant test: otherwise nothing is read), in the
-          -- words' order: the word itself sorts ahead of the longer ones.
-          select w.profile_pk as pk from profile_words w
-          where svc_fold(${q}) ~ '^[[:alnum:]]{2,}$'
-            and ${inScope('w', scope)} and w.word like svc_fold(${q}) || '%'
+          -- One word of two characters or more, whatever surrounds it ("@rodri ": pg_trgm reads the
+          -- words alone), a constant test: otherwise nothing is read. In the words' order, the word
+          -- itself ahead of the longer ones; each a match (a threshold raised above 2/3 would refuse
+          -- two-letter prefixes), tested as <% does, which the planner does not estimate from the
+          -- statistics.
+          select w.profile_pk as pk from profile_words w join profiles p on p.pk = w.profile_pk
+          where svc_fold(${q}) ~ ${ONE_WORD}
+            and ${inScope('w', scope)} and w.word like substring(svc_fold(${q}) from '[[:alnum:]]+') || '%'
+            and word_similarity(svc_fold(${q}), p.search_name)
+                >= current_setting('pg_trgm.word_similarity_threshold')::real
           order by w.word
           limit ${SEARCH_PROFILE_NEAREST}
         ), candidates as (
           select pk from worded
           union
-          -- Walked only when the words came short (a one-time filter: nothing is read otherwise).
-          (${nearest(sql.fragment`and (select count(*) from worded) < ${SEARCH_PROFILE_NEAREST}`)})
+          -- Walked only when the words came short of as many names (a one-time filter: nothing is
+          -- read otherwise); a name may hold several of the words.
+          (${nearest(sql.fragment`and (select count(distinct pk) from worded) < ${SEARCH_PROFILE_NEAREST}`)})
           union
           (${nearest(sql.fragment`and p.verified`)})
           union
