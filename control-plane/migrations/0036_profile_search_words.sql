@@ -28,10 +28,12 @@ create table profile_words (
   profile_pk bigint not null
 );
 
+-- The words of a folded name, each once.
+create function svc_name_words(name text) returns setof text language sql immutable strict parallel safe
+as $$ select distinct word from regexp_split_to_table(name, '[^[:alnum:]]+') word where word <> '' $$;
+
 insert into profile_words (app_id, mode, word, profile_pk)
-select distinct p.app_id, p.mode, word, p.pk
-from profiles p, regexp_split_to_table(p.search_name, '[^[:alnum:]]+') word
-where word <> '';
+select p.app_id, p.mode, svc_name_words(p.search_name), p.pk from profiles p;
 alter table profile_words add primary key (app_id, mode, word, profile_pk);
 create index profile_words_profile_idx on profile_words (profile_pk);
 analyze profile_words;
@@ -45,9 +47,7 @@ begin
     delete from profile_words where profile_pk = new.pk;
   end if;
   insert into profile_words (app_id, mode, word, profile_pk)
-  select distinct new.app_id, new.mode, word, new.pk
-  from regexp_split_to_table(new.search_name, '[^[:alnum:]]+') word
-  where word <> '';
+  select new.app_id, new.mode, svc_name_words(new.search_name), new.pk;
   return null;
 end $$;
 

@@ -115,36 +115,43 @@ const explaining = (db: Db, analyze = false): Db =>
     any: (query: QuerySqlToken) =>
       db.any(sql.unsafe`explain (format json${analyze ? sql.fragment`, analyze` : sql.fragment``}) ${query}`),
   }) as Db;
-/** The indexes a plan reads, each as its node's type and the index's name ('Index Scan buzzes_pkey'). */
-/** The rows a plan run with `analyze` read from tables and indexes, whether it kept them or not. */
-function rowsRead(plan: unknown): number {
-  if (Array.isArray(plan)) return plan.reduce((sum: number, item) => sum + rowsRead(item), 0);
-  if (typeof plan !== 'object' || plan === null) return 0;
-  const node = plan as Record<string, unknown>;
-  const count = (field: string) => (typeof node[field] === 'number' ? (node[field] as number) : 0);
-  const own = String(node['Node Type']).endsWith('Scan')
-    ? (count('Actual Rows') + count('Rows Removed by Filter') + count('Rows Removed by Index Recheck')) *
-      count('Actual Loops')
-    : 0;
-  return own + Object.values(node).reduce((sum: number, value) => sum + rowsRead(value), 0);
+/** Every object of an `explain (format json)` answer, however deep: its plan nodes among them. */
+function planNodes(plan: unknown): Record<string, unknown>[] {
+  if (Array.isArray(plan)) return plan.flatMap(planNodes);
+  if (typeof plan !== 'object' || plan === null) return [];
+  return [plan as Record<string, unknown>, ...Object.values(plan).flatMap(planNodes)];
 }
+const field = (node: Record<string, unknown>, name: string) =>
+  typeof node[name] === 'number' ? (node[name] as number) : 0;
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+
+/** The indexes a plan reads, each as its node's type and the index's name ('Index Scan buzzes_pkey'). */
+const indexesRead = (plan: unknown) =>
+  planNodes(plan)
+    .filter((node) => typeof node['Index Name'] === 'string')
+    .map((node) => `${node['Node Type']} ${node['Index Name']}`);
+
+/** The rows a plan run with `analyze` read from tables and indexes, whether it kept them or not. */
+const rowsRead = (plan: unknown) =>
+  sum(
+    planNodes(plan)
+      .filter((node) => String(node['Node Type']).endsWith('Scan'))
+      .map(
+        (node) =>
+          (field(node, 'Actual Rows') +
+            field(node, 'Rows Removed by Filter') +
+            field(node, 'Rows Removed by Index Recheck')) *
+          field(node, 'Actual Loops'),
+      ),
+  );
 
 /** How many times a plan run with `analyze` scanned the index. */
-function scansRun(plan: unknown, index: string): number {
-  if (Array.isArray(plan)) return plan.reduce((sum: number, item) => sum + scansRun(item, index), 0);
-  if (typeof plan !== 'object' || plan === null) return 0;
-  const node = plan as Record<string, unknown>;
-  const own = node['Index Name'] === index ? Number(node['Actual Loops'] ?? 0) : 0;
-  return own + Object.values(node).reduce((sum: number, value) => sum + scansRun(value, index), 0);
-}
-
-function indexesRead(plan: unknown): string[] {
-  if (Array.isArray(plan)) return plan.flatMap(indexesRead);
-  if (typeof plan !== 'object' || plan === null) return [];
-  const node = plan as Record<string, unknown>;
-  const own = typeof node['Index Name'] === 'string' ? [`${node['Node Type']} ${node['Index Name']}`] : [];
-  return [...own, ...Object.values(node).flatMap(indexesRead)];
-}
+const scansRun = (plan: unknown, index: string) =>
+  sum(
+    planNodes(plan)
+      .filter((node) => node['Index Name'] === index)
+      .map((node) => field(node, 'Actual Loops')),
+  );
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
