@@ -1091,26 +1091,46 @@ describe('search', () => {
     }
   });
 
-  it('keeps the words of a name with the name', async () => {
+  it('keeps the words of a name, its neighbouring words run together and its terms with the name', async () => {
     const renamed = await member(key, `renamed_${tag().slice(0, 6)}`, { full_name: 'Óscar Ñandú' });
-    const wordsOf = () =>
+    const [, t] = renamed.username.split('_') as [string, string];
+    const of = (table: 'profile_words' | 'profile_word_pairs', column: 'word' | 'pair') =>
       ctx.container.pool.anyFirst(sql.unsafe`
-        select w.word from profile_words w join profiles p on p.pk = w.profile_pk
-        where p.app_id = ${appId} and p.user_id = ${renamed.userId} order by w.word`);
-    expect(await wordsOf()).toEqual(['nandu', 'oscar', ...renamed.username.split('_')].sort());
+        select w.${sql.identifier([column])} from ${sql.identifier([table])} w
+        join profiles p on p.pk = w.profile_pk
+        where p.app_id = ${appId} and p.user_id = ${renamed.userId} order by 1`);
+    const terms = async () => ({
+      words: await of('profile_words', 'word'),
+      pairs: await of('profile_word_pairs', 'pair'),
+    });
+    const inVocabulary = (words: string[]) =>
+      ctx.container.pool.anyFirst(sql.unsafe`
+        select term from profile_vocabulary
+        where app_id = ${appId} and mode = 'live' and term = any(${sql.array(words, 'text')}) order by 1`);
+    const sorted = (words: string[]) => [...words].sort();
+    expect(await terms()).toEqual({
+      words: sorted(['nandu', 'oscar', 'renamed', t]),
+      pairs: sorted([`renamed${t}`, 'oscarnandu']),
+    });
     const rename = async (username: string, fullName: string) => {
       const put = await asUser(renamed.token, 'PUT', '/v1/me/profile', { username, full_name: fullName });
       expect(put.statusCode, put.body).toBe(200);
     };
     await rename(renamed.username, 'Óscar Wilde-Smith');
-    expect(await wordsOf()).toEqual(['oscar', 'smith', 'wilde', ...renamed.username.split('_')].sort());
+    expect(await terms()).toEqual({
+      words: sorted(['oscar', 'smith', 'wilde', 'renamed', t]),
+      pairs: sorted([`renamed${t}`, 'oscarwilde', 'wildesmith']),
+    });
     await rename(`${renamed.username}_2`, 'Óscar Wilde-Smith');
-    expect(await wordsOf()).toEqual(['2', 'oscar', 'smith', 'wilde', ...renamed.username.split('_')].sort());
+    expect((await terms()).words).toEqual(sorted(['2', 'oscar', 'smith', 'wilde', 'renamed', t]));
+    // A term stays once no name holds it: it finds no name.
+    const all = ['nandu', 'oscarnandu', 'oscarwilde', 'wildesmith', `${t}2`];
+    expect(await inVocabulary(all)).toEqual(sorted(all));
   });
 
-  it('walks the nearest when the words found belong to fewer names than search ranks', async () => {
-    // Names whose username and full name both start with the query take two of the words found:
-    // 30 of them and 30 names with a longer word, 60 names for a page of 50, which the walk completes.
+  it('ranks each name once, however many of its words start with the query', async () => {
+    // Names whose username and full name both start with the query hold two of the words found: 30 of
+    // them and 30 names with a longer word, 60 names for a page of 50.
     const word = `Quokkaberry${tag().slice(0, 5)}`.toLowerCase();
     for (let n = 0; n < 30; n++) await member(key, `${word}${n}`, { full_name: word });
     const t = tag().slice(0, 6);
@@ -1122,6 +1142,51 @@ describe('search', () => {
     expect(usernames).toHaveLength(MAX_SEARCH_PER_GROUP);
     expect(usernames.slice(0, 30).every((u) => u.startsWith(word))).toBe(true);
     expect(usernames.slice(30).every((u) => u.startsWith(`qb_${t}_`))).toBe(true);
+  });
+
+  it('finds the names holding a word typed with a typo from the words, without walking the nearest', async () => {
+    // More names holding the word than search ranks, and names holding a word further from the typo.
+    const word = `Pterodactylus${tag().slice(0, 6)}`.toLowerCase();
+    const t = tag().slice(0, 6);
+    for (let n = 0; n < SEARCH_PROFILE_NEAREST + 5; n++)
+      await member(key, `pt_${t}_${n}`, { full_name: `Dr ${word}` });
+    for (let n = 0; n < 3; n++) await member(key, `ptx_${t}_${n}`, { full_name: `${word.slice(0, 11)}oid` });
+    const typo = `${word.slice(0, 2)}${word[3]}${word[2]}${word.slice(4)}`;
+
+    const found = await read(key, `/v1/search?q=${typo}&type=profiles&limit=${MAX_SEARCH_PER_GROUP}`);
+    expect(found.statusCode, found.body).toBe(200);
+    const usernames: string[] = found.json().profiles.map((p: { username: string }) => p.username);
+    expect(usernames).toHaveLength(MAX_SEARCH_PER_GROUP);
+    expect(usernames.every((u) => u.startsWith(`pt_${t}_`))).toBe(true);
+    const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+      { appId, mode: 'live' },
+      typo,
+      MAX_SEARCH_PER_GROUP,
+    );
+    expect(scansRun(run, 'profiles_search_nearest_idx') + scansRun(run, 'profiles_search_match_idx')).toBe(0);
+    // The names of the word nearest to a typo rank first, however many hold a further one.
+    const few = `${word.slice(0, 11)}oid`;
+    const fewTypo = `${few.slice(0, 2)}${few[3]}${few[2]}${few.slice(4)}`;
+    expect(await profilesFor(fewTypo)).toEqual(
+      expect.arrayContaining([`ptx_${t}_0`, `ptx_${t}_1`, `ptx_${t}_2`]),
+    );
+  });
+
+  it('finds a name by two of its words run together, the second maybe not typed out', async () => {
+    const t = tag().slice(0, 5).toLowerCase();
+    const named = await member(key, `runs_${t}`, { full_name: `Gwendolyn Quasimodo${t}` });
+    for (const q of [`gwendolynquasimodo${t}`, `GwendolynQuasimo`]) {
+      expect(await profilesFor(q), q).toEqual([named.username]);
+      const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+        { appId, mode: 'live' },
+        q,
+        DEFAULT_SEARCH_PER_GROUP,
+      );
+      expect(
+        scansRun(run, 'profiles_search_nearest_idx') + scansRun(run, 'profiles_search_match_idx'),
+        q,
+      ).toBe(0);
+    }
   });
 
   it('finds the same profiles whether the matches are found first or the nearest names walked', async () => {
@@ -1143,15 +1208,24 @@ describe('search', () => {
     const search = (db: Db, q: string) => socialStore(db).searchProfiles({ appId, mode: 'live' }, q, 50);
     const found = (way: keyof typeof ways, q: string) =>
       inWay(way, async (tx) => (await search(tx, q)).map((p) => p.username));
-    const queries = [names.exact.toLowerCase(), 'quillon', 'zephyrine', 'ZEPHYRINNE', 'quarts', 'xyzzy'];
+    const queries = [
+      names.exact.toLowerCase(),
+      'quillon',
+      'zephyrine',
+      'ZEPHYRINNE',
+      'quarts',
+      'xyzzy',
+      'zephyrine quartz',
+      'quarts zephyr',
+    ];
     for (const q of queries) expect(await found('nearest', q), q).toEqual(await found('matches', q));
     expect(await found('nearest', names.exact.toLowerCase())).toEqual([names.exact, names.a, names.b]);
     expect(await found('matches', 'zephyr')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
     // The two ways are two plans: only one walks the nearest names in the GiST index's order (the
-    // statement spells the index's expression).
+    // statement spells the index's expression). Only a query of several words walks.
     const walks = (way: keyof typeof ways) =>
       inWay(way, async (tx) =>
-        indexesRead(await search(explaining(tx), 'quillon')).includes(
+        indexesRead(await search(explaining(tx), 'zephyrine quartz')).includes(
           'Index Scan profiles_search_nearest_idx',
         ),
       );

@@ -11,6 +11,7 @@ import {
   SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
   SEARCH_PROFILE_NEAREST,
+  SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
 
 /** An app's data in one key mode: every query is scoped to it. */
@@ -225,15 +226,16 @@ export function socialStore(db: Db) {
      * exact username; they rank exact first, then closeness, verified, followed by the viewer,
      * followers. So a verified profile is never crowded out by thousands of names as close as its own.
      *
-     * The nearest names of a one-word query are first looked up among the names' words (migration
-     * 0036): the names with the word itself, then those with a word starting with it, are as close as
-     * any name can be, so when there are enough of them nothing is walked. Otherwise (typos, several
-     * words, few such names) the nearest are walked.
+     * The names close to a one-word query are looked up among the names' words, never walked: the
+     * names with the word itself, then those with a word starting with it, which are as close as any
+     * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
+     * of neighbouring words nearest to it (migration 0037).
      *
-     * Planned for its values on each call, because how many names q matches decides how to find the
-     * nearest: a few, and the GIN index finds them all to be sorted; thousands, and the GiST index
-     * walks the nearest first, testing each (migration 0026 says why these are two indexes). The
-     * verified ones come the same way, from an index of their own when they are few (migration 0035).
+     * Planned for its values on each call, because for several words how many names q matches
+     * decides how to find the nearest: a few, and the GIN index finds them all to be sorted;
+     * thousands, and the GiST index walks the nearest first, testing each (migration 0026 says why
+     * these are two indexes). The verified ones come the same way, from an index of their own when
+     * they are few (migration 0035).
      */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) => {
       // The query folded in place, not joined from elsewhere: the indexes serve it only then.
@@ -247,26 +249,63 @@ export function socialStore(db: Db) {
           and ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
         order by (p.search_name || '') <->> svc_fold(${q})
         limit ${SEARCH_PROFILE_NEAREST}`;
+      // The one word of a one-word query, and whether a name is close to q, tested as <% does (which
+      // the planner does not estimate from the statistics).
+      const word = sql.fragment`substring(svc_fold(${q}) from '[[:alnum:]]+')`;
+      const close = sql.fragment`word_similarity(svc_fold(${q}), p.search_name)
+        >= current_setting('pg_trgm.word_similarity_threshold')::real`;
       return db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with worded as (
           -- One word of two characters or more, whatever surrounds it ("@rodri ": pg_trgm reads the
-          -- words alone), a constant test: otherwise nothing is read. In the words' order, the word
-          -- itself ahead of the longer ones; each a match (a threshold raised above 2/3 would refuse
-          -- two-letter prefixes), tested as <% does, which the planner does not estimate from the
-          -- statistics.
-          select w.profile_pk as pk from profile_words w join profiles p on p.pk = w.profile_pk
-          where svc_fold(${q}) ~ ${ONE_WORD}
-            and ${inScope('w', scope)} and w.word like substring(svc_fold(${q}) from '[[:alnum:]]+') || '%'
-            and word_similarity(svc_fold(${q}), p.search_name)
-                >= current_setting('pg_trgm.word_similarity_threshold')::real
-          order by w.word
+          -- words alone), a constant test: otherwise nothing is read. The names holding the words that
+          -- start with it, in the words' order, the word itself ahead of the longer ones; each name
+          -- once (it may hold several such words: maria92 María) and a match (a threshold raised above
+          -- 2/3 would refuse two-letter prefixes).
+          select named.pk from (
+            select w.profile_pk as pk, min(w.word) as first from (
+              select w.profile_pk, w.word from profile_words w
+              where svc_fold(${q}) ~ ${ONE_WORD}
+                and ${inScope('w', scope)} and w.word like ${word} || '%'
+              order by w.word
+              limit ${SEARCH_PROFILE_WORDS_READ}
+            ) w
+            group by w.profile_pk
+            order by first
+            limit ${SEARCH_PROFILE_NEAREST}
+          ) named
+          join profiles p on p.pk = named.pk
+          where ${close}
+        ), typos as (
+          -- When no word starts with it (a typo, or two words run together), the names holding the
+          -- terms nearest to it (words, and pairs of neighbouring words: migration 0037), nearest
+          -- first: each term tested once, however many names hold it. In the terms' order, so that
+          -- the first names found end the reading.
+          select t.pk
+          from (
+            select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
+            where svc_fold(${q}) ~ ${ONE_WORD} and not exists (select from worded)
+              and ${inScope('v', scope)} and svc_fold(${q}) <% v.term
+            order by distance, v.term
+          ) v
+          cross join lateral (
+            select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term
+            union all
+            select x.profile_pk from profile_word_pairs x where ${inScope('x', scope)} and x.pair = v.term
+          ) t
+          join profiles p on p.pk = t.pk
+          where ${close}
+          order by v.distance, v.term
           limit ${SEARCH_PROFILE_NEAREST}
-        ), candidates as (
+        ), found as (
           select pk from worded
           union
-          -- Walked only when the words came short of as many names (a one-time filter: nothing is
-          -- read otherwise); a name may hold several of the words.
-          (${nearest(sql.fragment`and (select count(distinct pk) from worded) < ${SEARCH_PROFILE_NEAREST}`)})
+          select pk from typos
+        ), candidates as (
+          select pk from found
+          union
+          -- Several words (or one letter) walk the nearest names: one word never does, whatever it
+          -- finds, since a walk to names that are not there reads the whole index (a one-time filter).
+          (${nearest(sql.fragment`and svc_fold(${q}) !~ ${ONE_WORD}`)})
           union
           (${nearest(sql.fragment`and p.verified`)})
           union
