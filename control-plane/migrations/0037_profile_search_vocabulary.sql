@@ -1,5 +1,5 @@
--- Profile search finds the names close to a one-word query from the names' words, never by walking the
--- nearest names (modules/social/store.ts).
+-- Profile search finds the names close to a one-word query from the names' words, never by searching all
+-- of the names (modules/social/store.ts).
 --
 -- A one-word query that starts no word (a typo, "lukasiewcz") is close to the names holding the word
 -- it misspells, thousands of them for a common name, or to none. Found from the names, the GIN index
@@ -8,12 +8,14 @@
 -- Here each word is once per app and mode, so the GIN index below rechecks a word once, however many
 -- names hold it; the names come from profile_words by the words found.
 --
--- A one-word query that runs two neighbouring words of a name together ("jeanpierre", "mariagarc") is
--- close to the name though to neither word: the walk found such names, and so do the pairs below, each
--- two neighbouring words of a name run together, which are terms here too.
+-- A one-word query that runs two neighbouring words of a name together ("jeanpierre", "garciamaria") may
+-- be close to the name though to neither word: the walk found such names, and so do the pairs below,
+-- which are terms here too.
 --
 -- A term stays when the last name holding it goes (a rename): it then finds no name. The trigger adds a
--- name's new terms in their order, so that names written at once wait for each other's in one order.
+-- name's new terms in their order, so that two profiles written at once by users wait for each other's
+-- new terms in one order (an app's sandbox, the one writer of many profiles in a statement, is seeded
+-- before its users write).
 --
 -- Profiles are locked against writes first, so that none is written between the fills and the trigger;
 -- sign-ups, renames, follows and publishes wait for this migration (10 s for 200,000 profiles on two
@@ -21,15 +23,17 @@
 lock table profiles in share row exclusive mode;
 
 -- Each two neighbouring words of a profile's folded username, and of its folded full name, run
--- together, each once (the last word of one and the first of the other are no two words a user runs
--- together).
+-- together in either order ("garciamaria" is as close to María García as "mariagarcia": trigrams have
+-- no order), each once. Not the username's last word with the full name's first: no two words a user
+-- runs together.
 create function svc_profile_pairs(username text, full_name text) returns setof text language sql
 immutable strict parallel safe
 as $$
-  select distinct w[i] || w[i + 1]
+  select distinct pair
   from (values (regexp_split_to_array(svc_fold(username), '[^[:alnum:]]+')),
                (regexp_split_to_array(svc_fold(full_name), '[^[:alnum:]]+'))) as names (w),
-    generate_series(1, cardinality(w) - 1) as i
+    generate_series(1, cardinality(w) - 1) as i,
+    lateral (values (w[i] || w[i + 1]), (w[i + 1] || w[i])) as pairs (pair)
   where w[i] <> '' and w[i + 1] <> ''
 $$;
 

@@ -38,8 +38,9 @@ export const SEARCH_BUZZ_PROBE = 1_000;
  */
 export const SEARCH_PROFILE_NEAREST = MAX_SEARCH_PER_GROUP;
 /**
- * Words read for the names holding a word that starts with a one-word query: a name may hold several
- * (its username and its full name: maria92 María), and the names found are ranked once each.
+ * Words (or terms) read for the names holding a word that starts with a one-word query, or a term near
+ * it: a name may hold several (its username and its full name: maria92 María; a word and a pair), and
+ * the names found are ranked once each.
  */
 export const SEARCH_PROFILE_WORDS_READ = 4 * SEARCH_PROFILE_NEAREST;
 

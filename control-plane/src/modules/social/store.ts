@@ -277,24 +277,29 @@ export function socialStore(db: Db) {
           where ${close}
         ), typos as (
           -- When no word starts with it (a typo, or two words run together), the names holding the
-          -- terms nearest to it (words, and pairs of neighbouring words: migration 0037), nearest
-          -- first: each term tested once, however many names hold it. In the terms' order, so that
-          -- the first names found end the reading.
-          select t.pk
-          from (
-            select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
-            where svc_fold(${q}) ~ ${ONE_WORD} and not exists (select from worded)
-              and ${inScope('v', scope)} and svc_fold(${q}) <% v.term
-            order by distance, v.term
-          ) v
-          cross join lateral (
-            select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term
-            union all
-            select x.profile_pk from profile_word_pairs x where ${inScope('x', scope)} and x.pair = v.term
-          ) t
-          join profiles p on p.pk = t.pk
-          where ${close}
-          order by v.distance, v.term
+          -- terms nearest to it (words, and pairs of neighbouring words: migration 0037): each term
+          -- tested once, however many names hold it. The first holders in the terms' order, each name
+          -- once (it may hold several such terms), the closest names first.
+          select held.pk from (
+            select t.pk, word_similarity(svc_fold(${q}), p.search_name) as closeness
+            from (
+              select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
+              where svc_fold(${q}) ~ ${ONE_WORD} and not exists (select from worded)
+                and ${inScope('v', scope)} and svc_fold(${q}) <% v.term
+              order by distance, v.term
+            ) v
+            cross join lateral (
+              select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term
+              union all
+              select x.profile_pk from profile_word_pairs x where ${inScope('x', scope)} and x.pair = v.term
+            ) t
+            join profiles p on p.pk = t.pk
+            order by v.distance, v.term
+            limit ${SEARCH_PROFILE_WORDS_READ}
+          ) held
+          where held.closeness >= current_setting('pg_trgm.word_similarity_threshold')::real
+          group by held.pk
+          order by max(held.closeness) desc, held.pk
           limit ${SEARCH_PROFILE_NEAREST}
         ), found as (
           select pk from worded
