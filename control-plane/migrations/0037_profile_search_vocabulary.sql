@@ -18,24 +18,33 @@
 -- before its users write).
 --
 -- Profiles are locked against writes first, so that none is written between the fills and the trigger;
--- sign-ups, renames, follows and publishes wait for this migration (10 s for 200,000 profiles on two
+-- sign-ups, renames, follows and publishes wait for this migration (16 s for 410,000 profiles on two
 -- cores).
 lock table profiles in share row exclusive mode;
 
 -- Each two neighbouring words of a profile's folded username, and of its folded full name, run
 -- together in either order ("garciamaria" is as close to María García as "mariagarcia": trigrams have
--- no order), each once. Not the username's last word with the full name's first: no two words a user
--- runs together.
-create function svc_profile_pairs(username text, full_name text) returns setof text language sql
+-- no order); a pair may come twice ("ana ana"). Not the username's last word with the full name's
+-- first: no two words a user runs together. In plpgsql: as SQL, a set-returning function, a profile's
+-- write cost a fifth more.
+create function svc_profile_pairs(username text, full_name text) returns text[] language plpgsql
 immutable strict parallel safe
 as $$
-  select distinct pair
-  from (values (regexp_split_to_array(svc_fold(username), '[^[:alnum:]]+')),
-               (regexp_split_to_array(svc_fold(full_name), '[^[:alnum:]]+'))) as names (w),
-    generate_series(1, cardinality(w) - 1) as i,
-    lateral (values (w[i] || w[i + 1]), (w[i + 1] || w[i])) as pairs (pair)
-  where w[i] <> '' and w[i + 1] <> ''
-$$;
+declare
+  pairs text[] := '{}';
+  words text[];
+  name text;
+begin
+  foreach name in array array[username, full_name] loop
+    words := regexp_split_to_array(svc_fold(name), '[^[:alnum:]]+');
+    for i in 1 .. cardinality(words) - 1 loop
+      if words[i] <> '' and words[i + 1] <> '' then
+        pairs := pairs || (words[i] || words[i + 1]) || (words[i + 1] || words[i]);
+      end if;
+    end loop;
+  end loop;
+  return pairs;
+end $$;
 
 -- As profile_words (migration 0036): no foreign key, the keys built once the rows are in.
 create table profile_word_pairs (
@@ -45,7 +54,7 @@ create table profile_word_pairs (
   profile_pk bigint not null
 );
 insert into profile_word_pairs (app_id, mode, pair, profile_pk)
-select p.app_id, p.mode, svc_profile_pairs(p.username, p.full_name), p.pk from profiles p;
+select distinct p.app_id, p.mode, unnest(svc_profile_pairs(p.username, p.full_name)), p.pk from profiles p;
 alter table profile_word_pairs add primary key (app_id, mode, pair, profile_pk);
 create index profile_word_pairs_profile_idx on profile_word_pairs (profile_pk);
 analyze profile_word_pairs;
@@ -68,8 +77,8 @@ create index profile_vocabulary_search_idx on profile_vocabulary
 alter table profile_vocabulary alter column term set statistics 0;
 analyze profile_vocabulary;
 
--- A name's words and pairs made once, for the three tables (a profile written costs PostgreSQL about
--- 0.5 ms here, 0.26 ms before).
+-- A name's words and pairs made once, for the three tables: a profile written costs PostgreSQL about
+-- 0.5 ms here, 0.3 ms before (20,000 inserted in one statement).
 create or replace function svc_profile_words() returns trigger language plpgsql as $$
 declare
   words text[];
@@ -83,11 +92,11 @@ begin
     delete from profile_word_pairs where profile_pk = new.pk;
   end if;
   words := array(select svc_name_words(new.search_name));
-  pairs := array(select svc_profile_pairs(new.username, new.full_name));
+  pairs := svc_profile_pairs(new.username, new.full_name);
   insert into profile_words (app_id, mode, word, profile_pk)
   select new.app_id, new.mode, word, new.pk from unnest(words) word;
   insert into profile_word_pairs (app_id, mode, pair, profile_pk)
-  select new.app_id, new.mode, pair, new.pk from unnest(pairs) pair;
+  select distinct new.app_id, new.mode, pair, new.pk from unnest(pairs) pair;
   insert into profile_vocabulary (app_id, mode, term)
   select distinct new.app_id, new.mode, term collate "C" from unnest(words || pairs) term order by 3
   on conflict do nothing;
