@@ -8,9 +8,11 @@
 -- Here each word is once per app and mode, so the GIN index below rechecks a word once, however many
 -- names hold it; the names come from profile_words by the words found.
 --
--- A one-word query that runs two neighbouring words of a name together ("jeanpierre", "garciamaria") may
--- be close to the name though to neither word: the walk found such names, and so do the pairs below,
--- which are terms here too.
+-- A one-word query that runs two neighbouring words of a name together ("jeanpierre", "garciamaria",
+-- "marianne" for Anne Marie) may be close to the name though to neither word: the walk found such
+-- names, and so do the pairs below, which are terms here too. A pair is kept as its two words ("anne
+-- marie"), whose trigrams are a run of the name's own: the query is as close to it as to that run of
+-- the name, in any order of the words and with typos.
 --
 -- A term stays when the last name holding it goes (a rename): it then finds no name. The trigger adds a
 -- name's new terms in their order, so that two profiles written at once by users wait for each other's
@@ -22,11 +24,10 @@
 -- cores).
 lock table profiles in share row exclusive mode;
 
--- Each two neighbouring words of a profile's folded username, and of its folded full name, run
--- together in either order ("garciamaria" is as close to María García as "mariagarcia": trigrams have
--- no order); a pair may come twice ("ana ana"). Not the username's last word with the full name's
--- first: no two words a user runs together. In plpgsql: as SQL, a set-returning function, a profile's
--- write cost a fifth more.
+-- Each two neighbouring words of a profile's folded username, and of its folded full name, as "w1 w2"; a
+-- pair may come twice ("ana ana ana"). Not the username's last word with the full name's first: no two
+-- words a user runs together. In plpgsql: as SQL, a set-returning function, a profile's write cost a
+-- fifth more.
 create function svc_profile_pairs(username text, full_name text) returns text[] language plpgsql
 immutable strict parallel safe
 as $$
@@ -39,7 +40,7 @@ begin
     words := regexp_split_to_array(svc_fold(name), '[^[:alnum:]]+');
     for i in 1 .. cardinality(words) - 1 loop
       if words[i] <> '' and words[i + 1] <> '' then
-        pairs := pairs || (words[i] || words[i + 1]) || (words[i + 1] || words[i]);
+        pairs := pairs || (words[i] || ' ' || words[i + 1]);
       end if;
     end loop;
   end loop;
@@ -69,9 +70,14 @@ select app_id, mode, word from profile_words
 union
 select app_id, mode, pair from profile_word_pairs;
 alter table profile_vocabulary add primary key (app_id, mode, term);
--- Without a pending list, as the other search indexes (migration 0031): a search never reads one.
-create index profile_vocabulary_search_idx on profile_vocabulary
-  using gin (app_id, mode, term public.gin_trgm_ops) with (fastupdate = off);
+-- Words and pairs apart: a typo of a common word is looked up among the words, whose number the
+-- language bounds, and only a query no word is near among the pairs, of which an app may have about
+-- one a name. Without a pending list, as the other search indexes (migration 0031): a search never
+-- reads one.
+create index profile_vocabulary_words_idx on profile_vocabulary
+  using gin (app_id, mode, term public.gin_trgm_ops) with (fastupdate = off) where strpos(term, ' ') = 0;
+create index profile_vocabulary_pairs_idx on profile_vocabulary
+  using gin (app_id, mode, term public.gin_trgm_ops) with (fastupdate = off) where strpos(term, ' ') > 0;
 -- No statistics of the terms: planning a search tested the query on each value kept (0.1 ms a search),
 -- and the index is the one way to the terms whatever their number.
 alter table profile_vocabulary alter column term set statistics 0;

@@ -1125,7 +1125,7 @@ describe('search', () => {
     const sorted = (words: string[]) => [...words].sort();
     expect(await terms()).toEqual({
       words: sorted(['nandu', 'oscar', 'renamed', t]),
-      pairs: sorted([`renamed${t}`, `${t}renamed`, 'oscarnandu', 'nanduoscar']),
+      pairs: sorted([`renamed ${t}`, 'oscar nandu']),
     });
     const rename = async (username: string, fullName: string) => {
       const put = await asUser(renamed.token, 'PUT', '/v1/me/profile', { username, full_name: fullName });
@@ -1134,18 +1134,20 @@ describe('search', () => {
     await rename(renamed.username, 'Óscar Wilde-Smith');
     expect(await terms()).toEqual({
       words: sorted(['oscar', 'smith', 'wilde', 'renamed', t]),
-      pairs: sorted([`renamed${t}`, `${t}renamed`, 'oscarwilde', 'wildeoscar', 'wildesmith', 'smithwilde']),
+      pairs: sorted([`renamed ${t}`, 'oscar wilde', 'wilde smith']),
     });
     await rename(`${renamed.username}_2`, 'Óscar Wilde-Smith');
-    expect((await terms()).words).toEqual(sorted(['2', 'oscar', 'smith', 'wilde', 'renamed', t]));
-    // Every term the name held is among the app's; one no name holds any more finds no name.
-    const held = [`renamed${t}`, `${t}2`, 'oscarnandu', 'oscarwilde', 'wildesmith'];
+    expect(await terms()).toEqual({
+      words: sorted(['2', 'oscar', 'smith', 'wilde', 'renamed', t]),
+      pairs: sorted([`renamed ${t}`, `${t} 2`, 'oscar wilde', 'wilde smith']),
+    });
+    // Every term the name held stays among the app's, the old ones holding no name.
+    const held = [`renamed ${t}`, `${t} 2`, 'nandu', 'oscar nandu', 'oscar wilde', 'wilde smith'];
     expect(
       await ctx.container.pool.anyFirst(sql.unsafe`
         select term from profile_vocabulary
         where app_id = ${appId} and mode = 'live' and term = any(${sql.array(held, 'text')}) order by 1`),
     ).toEqual(sorted(held));
-    expect(await profilesFor('oscarnandu')).toEqual([]);
   });
 
   it('ranks each name once, however many of its words start with the query', async () => {
@@ -1164,15 +1166,15 @@ describe('search', () => {
     expect(usernames.slice(30).every((u) => u.startsWith(`qb_${t}_`))).toBe(true);
   });
 
-  it('finds the names holding a word typed with a typo, each once, the closest first, without searching the names', async () => {
-    // 30 names holding the word (and two pairs holding it too: "abpterodactylus…"), 30 holding a word
-    // a little further from the typo: each of the first counts once, so 20 of the others make the page.
+  it('finds the names holding the words nearest a typo, each name once, without searching the names', async () => {
+    // 30 names holding the word and a longer one, both near the typo, and 30 holding a word further
+    // from it: each of the first counts once, so 20 of the others make the page.
     const word = `Pterodactylus${tag().slice(0, 6)}`.toLowerCase();
     const t = tag().slice(0, 6);
     const [closest, further] = [[], []] as [string[], string[]];
     for (let n = 0; n < 30; n++) {
-      closest.push((await member(key, `pt_${t}_a${n}`, { full_name: `Ab ${word}` })).username);
-      further.push((await member(key, `pt_${t}_b${n}`, { full_name: `${word}s` })).username);
+      closest.push((await member(key, `pt_${t}_a${n}`, { full_name: `${word} ${word}s` })).username);
+      further.push((await member(key, `pt_${t}_b${n}`, { full_name: `${word}ss` })).username);
     }
     const typo = `${word.slice(0, 2)}${word[3]}${word[2]}${word.slice(4)}`;
 
@@ -1190,21 +1192,29 @@ describe('search', () => {
     expect(namesSearched(run)).toBe(0);
   });
 
-  it('finds a name by two of its words run together, in either order', async () => {
+  it('finds a name by two of its words run together, in either order, with a typo', async () => {
     const t = tag().slice(0, 5).toLowerCase();
-    const named = await member(key, `runs_${t}`, { full_name: `Gwendolyn Quasimodo${t}` });
+    const long = await member(key, `runs_${t}`, { full_name: `Gwendolyn Quasimodo${t}` });
+    // Run together backwards, this one is far from the words' own run ("jo… ann" 0.46 to "annjo…").
+    const short = await member(key, `runs_${t}_2`, { full_name: `Jo${t} Ann` });
     const search = (q: string) =>
       socialStore(explaining(ctx.container.pool, true)).searchProfiles(
         { appId, mode: 'live' },
         q,
         DEFAULT_SEARCH_PER_GROUP,
       );
-    for (const q of [`gwendolynquasimodo${t}`, `Quasimodo${t}Gwendolyn`]) {
-      expect(await profilesFor(q), q).toEqual([named.username]);
+    const cases = {
+      [`gwendolynquasimodo${t}`]: long.username,
+      [`Quasimodo${t}Gwendolyn`]: long.username,
+      [`gwendolynqausimodo${t}`]: long.username,
+      [`annjo${t}`]: short.username,
+    };
+    for (const [q, username] of Object.entries(cases)) {
+      expect(await profilesFor(q), q).toEqual([username]);
       expect(namesSearched(await search(q)), q).toBe(0);
     }
     // Several words search the names.
-    expect(await profilesFor(`gwendolyn quasimodo${t}`)).toEqual([named.username]);
+    expect(await profilesFor(`gwendolyn quasimodo${t}`)).toEqual([long.username]);
     expect(namesSearched(await search(`gwendolyn quasimodo${t}`))).toBeGreaterThan(0);
   });
 

@@ -11,6 +11,7 @@ import {
   SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
   SEARCH_PROFILE_NEAREST,
+  SEARCH_PROFILE_TERMS_READ,
   SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
 
@@ -254,6 +255,41 @@ export function socialStore(db: Db) {
       const word = sql.fragment`substring(svc_fold(${q}) from '[[:alnum:]]+')`;
       const close = sql.fragment`word_similarity(svc_fold(${q}), p.search_name)
         >= current_setting('pg_trgm.word_similarity_threshold')::real`;
+      // The names holding the terms of the app's names nearest to a one-word query (migration 0037:
+      // its words, or its pairs of neighbouring words as "w1 w2"), each term tested once, however many
+      // names hold it. A term's trigrams are a run of its names' own, so each holder is at least as
+      // close as the term: no name is tested. The first holders in the terms' order, each name once
+      // (a name may hold several such terms), a one-time filter `when` first.
+      const holdersOfNearestTerms = (when: FragmentSqlToken, kind: 'words' | 'pairs') => {
+        const [isKind, holders] =
+          kind === 'words'
+            ? [
+                sql.fragment`strpos(v.term, ' ') = 0`,
+                sql.fragment`select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term`,
+              ]
+            : [
+                sql.fragment`strpos(v.term, ' ') > 0`,
+                sql.fragment`select w.profile_pk as pk from profile_word_pairs w where ${inScope('w', scope)} and w.pair = v.term`,
+              ];
+        return sql.fragment`
+          select named.pk from (
+            select held.pk, min(held.distance) as distance, min(held.term) as term from (
+              select t.pk, v.distance, v.term
+              from (
+                select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
+                where svc_fold(${q}) ~ ${ONE_WORD} and ${when}
+                  and ${inScope('v', scope)} and ${isKind} and svc_fold(${q}) <% v.term
+                order by distance, v.term
+              ) v
+              cross join lateral (${holders}) t
+              order by v.distance, v.term
+              limit ${SEARCH_PROFILE_TERMS_READ}
+            ) held
+            group by held.pk
+          ) named
+          order by named.distance, named.term, named.pk
+          limit ${SEARCH_PROFILE_NEAREST}`;
+      };
       return db.any(sql.type(ProfileRow)`${plannedForItsValues}
         with worded as (
           -- One word of two characters or more, whatever surrounds it ("@rodri ": pg_trgm reads the
@@ -276,35 +312,21 @@ export function socialStore(db: Db) {
           join profiles p on p.pk = named.pk
           where ${close}
         ), typos as (
-          -- When no word starts with it (a typo, or two words run together), the names holding the
-          -- terms nearest to it (words, and pairs of neighbouring words: migration 0037): each term
-          -- tested once, however many names hold it. The first holders in the terms' order, each name
-          -- once (it may hold several such terms), the closest names first.
-          select held.pk from (
-            select t.pk, word_similarity(svc_fold(${q}), p.search_name) as closeness
-            from (
-              select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
-              where svc_fold(${q}) ~ ${ONE_WORD} and not exists (select from worded)
-                and ${inScope('v', scope)} and svc_fold(${q}) <% v.term
-              order by distance, v.term
-            ) v
-            cross join lateral (
-              select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term
-              union all
-              select x.profile_pk from profile_word_pairs x where ${inScope('x', scope)} and x.pair = v.term
-            ) t
-            join profiles p on p.pk = t.pk
-            order by v.distance, v.term
-            limit ${SEARCH_PROFILE_WORDS_READ}
-          ) held
-          where held.closeness >= current_setting('pg_trgm.word_similarity_threshold')::real
-          group by held.pk
-          order by max(held.closeness) desc, held.pk
-          limit ${SEARCH_PROFILE_NEAREST}
+          -- When no word starts with it: the names holding the words nearest to it (a typo).
+          ${holdersOfNearestTerms(sql.fragment`not exists (select from worded)`, 'words')}
+        ), run_together as (
+          -- When those are fewer: the names holding the pairs of neighbouring words nearest to it (two
+          -- words run together, "jeanpierre", maybe with a typo).
+          ${holdersOfNearestTerms(
+            sql.fragment`not exists (select from worded) and (select count(*) from typos) < ${SEARCH_PROFILE_NEAREST}`,
+            'pairs',
+          )}
         ), found as (
           select pk from worded
           union
           select pk from typos
+          union
+          select pk from run_together
         ), candidates as (
           select pk from found
           union
