@@ -20,7 +20,7 @@
 -- before its users write).
 --
 -- Profiles are locked against writes first, so that none is written between the fills and the trigger;
--- sign-ups, renames, follows and publishes wait for this migration (16 s for 410,000 profiles on two
+-- sign-ups, renames, follows and publishes wait for this migration (15 s for 420,000 profiles on two
 -- cores).
 lock table profiles in share row exclusive mode;
 

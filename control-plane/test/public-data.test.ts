@@ -1110,7 +1110,7 @@ describe('search', () => {
     }
   });
 
-  it('keeps the words of a name, its neighbouring words run together and its terms with the name', async () => {
+  it('keeps the words of a name, its pairs of neighbouring words and its terms with the name', async () => {
     const renamed = await member(key, `renamed_${tag().slice(0, 6)}`, { full_name: 'Óscar Ñandú' });
     const [, t] = renamed.username.split('_') as [string, string];
     const of = (table: 'profile_words' | 'profile_word_pairs', column: 'word' | 'pair') =>
@@ -1148,6 +1148,7 @@ describe('search', () => {
         select term from profile_vocabulary
         where app_id = ${appId} and mode = 'live' and term = any(${sql.array(held, 'text')}) order by 1`),
     ).toEqual(sorted(held));
+    expect(await profilesFor('oscarnandu')).toEqual([]);
   });
 
   it('ranks each name once, however many of its words start with the query', async () => {
@@ -1195,8 +1196,10 @@ describe('search', () => {
   it('finds a name by two of its words run together, in either order, with a typo', async () => {
     const t = tag().slice(0, 5).toLowerCase();
     const long = await member(key, `runs_${t}`, { full_name: `Gwendolyn Quasimodo${t}` });
-    // Run together backwards, this one is far from the words' own run ("jo… ann" 0.46 to "annjo…").
+    // Run together backwards, these are far from the words run together forwards ("joann…" 0.46 to
+    // "annjo…"; "annemarie" 0.58 to "marianne"), as close as the name to the words apart.
     const short = await member(key, `runs_${t}_2`, { full_name: `Jo${t} Ann` });
+    const overlapping = await member(key, `runs_${t}_3`, { full_name: 'Anne Marie' });
     const search = (q: string) =>
       socialStore(explaining(ctx.container.pool, true)).searchProfiles(
         { appId, mode: 'live' },
@@ -1208,6 +1211,7 @@ describe('search', () => {
       [`Quasimodo${t}Gwendolyn`]: long.username,
       [`gwendolynqausimodo${t}`]: long.username,
       [`annjo${t}`]: short.username,
+      marianne: overlapping.username,
     };
     for (const [q, username] of Object.entries(cases)) {
       expect(await profilesFor(q), q).toEqual([username]);

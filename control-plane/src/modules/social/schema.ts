@@ -38,15 +38,11 @@ export const SEARCH_BUZZ_PROBE = 1_000;
  */
 export const SEARCH_PROFILE_NEAREST = MAX_SEARCH_PER_GROUP;
 /**
- * Words read for the names holding a word that starts with a one-word query: a name may hold several
- * (its username and its full name: maria92 María), and the names found are ranked once each.
+ * Words read for the names holding a word that starts with a one-word query, or the words or pairs
+ * nearest to it: a name may hold several (its username and its full name: maria92 María), and the
+ * names found are ranked once each.
  */
 export const SEARCH_PROFILE_WORDS_READ = 4 * SEARCH_PROFILE_NEAREST;
-/**
- * Holdings of the terms nearest to a one-word query read for its names: a name may hold a word and the
- * two pairs either side of it, in its username and its full name.
- */
-export const SEARCH_PROFILE_TERMS_READ = 8 * SEARCH_PROFILE_NEAREST;
 
 export const BUZZ_TYPES = ['text'] as const;
 export const REACTION_KINDS = ['like', 'love', 'laugh', 'wow', 'sad', 'angry'] as const;

@@ -11,7 +11,6 @@ import {
   SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
   SEARCH_PROFILE_NEAREST,
-  SEARCH_PROFILE_TERMS_READ,
   SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
 
@@ -273,7 +272,7 @@ export function socialStore(db: Db) {
               ];
         return sql.fragment`
           select named.pk from (
-            select held.pk, min(held.distance) as distance, min(held.term) as term from (
+            select distinct on (held.pk) held.pk, held.distance, held.term from (
               select t.pk, v.distance, v.term
               from (
                 select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
@@ -283,9 +282,9 @@ export function socialStore(db: Db) {
               ) v
               cross join lateral (${holders}) t
               order by v.distance, v.term
-              limit ${SEARCH_PROFILE_TERMS_READ}
+              limit ${SEARCH_PROFILE_WORDS_READ}
             ) held
-            group by held.pk
+            order by held.pk, held.distance, held.term
           ) named
           order by named.distance, named.term, named.pk
           limit ${SEARCH_PROFILE_NEAREST}`;
@@ -340,6 +339,9 @@ export function socialStore(db: Db) {
         )
         select ${profileColumns}
         from candidates c join profiles p on p.pk = c.pk
+        -- Each close, as the terms' holders are (the words' split and pg_trgm's agree): a check, not
+        -- a search.
+        where ${close}
         order by lower(p.username) = lower(${q}) desc,
                  round(word_similarity(svc_fold(${q}), p.search_name)::numeric, 1) desc,
                  p.verified desc,
