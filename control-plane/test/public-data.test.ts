@@ -132,10 +132,10 @@ const indexesRead = (plan: unknown) =>
     .map((node) => `${node['Node Type']} ${node['Index Name']}`);
 
 /** The rows a plan run with `analyze` read from tables and indexes, whether it kept them or not. */
-const rowsRead = (plan: unknown) =>
+const rowsRead = (plan: unknown, counted: (node: Record<string, unknown>) => boolean = () => true) =>
   sum(
     planNodes(plan)
-      .filter((node) => String(node['Node Type']).endsWith('Scan'))
+      .filter((node) => String(node['Node Type']).endsWith('Scan') && counted(node))
       .map(
         (node) =>
           (field(node, 'Actual Rows') +
@@ -164,12 +164,14 @@ const namesSearched = (plan: unknown) =>
       .map((node) => field(node, 'Actual Loops')),
   );
 
-/** How many times a plan run with `analyze` scanned the index. */
-const scansRun = (plan: unknown, index: string) =>
-  sum(
-    planNodes(plan)
-      .filter((node) => node['Index Name'] === index)
-      .map((node) => field(node, 'Actual Loops')),
+/**
+ * The rows a plan run with `analyze` read looking for names close to the query: all but the exact
+ * username's lookup, which on a small table the planner may make through any index of the app's.
+ */
+const rowsSearched = (plan: unknown) =>
+  rowsRead(
+    plan,
+    (node) => !['Filter', 'Index Cond'].some((name) => String(node[name] ?? '').includes('lower(username)')),
   );
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
@@ -1103,10 +1105,7 @@ describe('search', () => {
         typed,
         DEFAULT_SEARCH_PER_GROUP,
       );
-      expect(
-        scansRun(run, 'profiles_search_nearest_idx') + scansRun(run, 'profiles_search_match_idx'),
-        typed,
-      ).toBe(0);
+      expect(namesSearched(run), typed).toBe(0);
     }
   });
 
@@ -1276,7 +1275,7 @@ describe('search', () => {
         q,
         50,
       );
-      expect(rowsRead(run), q).toBe(0);
+      expect(rowsSearched(run), q).toBe(0);
     }
     expect(await profilesFor('-zephyrine-')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
   });
