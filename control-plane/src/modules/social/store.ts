@@ -320,14 +320,12 @@ export function socialStore(db: Db) {
             sql.fragment`not exists (select from worded) and (select count(*) from typos) < ${SEARCH_PROFILE_NEAREST}`,
             'pairs',
           )}
-        ), found as (
+        ), candidates as (
           select pk from worded
           union
           select pk from typos
           union
           select pk from run_together
-        ), candidates as (
-          select pk from found
           union
           -- Several words (or one letter) walk the nearest names: one word never does, whatever it
           -- finds, since a walk to names that are not there reads the whole index (a one-time filter).
