@@ -53,11 +53,12 @@ beforeAll(async () => {
       `api_key = "${app.body.publishable_key}"`,
       '[checks.positive_data_acceptance]',
       `expected-statuses = ${JSON.stringify(ACCEPTED_REFUSALS)}`,
-      // The local AI model takes seconds per answer: a few calls, and the control plane's own deadline.
+      // The local AI model takes seconds per answer, and over a minute for the longest (2,000 tokens
+      // with both of its slots busy): a few calls, each given as long as the slowest may write.
       '[[operations]]',
       'include-path-regex = "^/v1/ai/(generate|chat)$"',
       'generation.max-examples = 2',
-      'request-timeout = 90',
+      'request-timeout = 300',
       '',
     ].join('\n'),
   );

@@ -144,7 +144,8 @@ export const SettingsSchema = Type.Object({
     minimum: 1_000,
     maximum: 600_000,
     default: 60_000,
-    description: 'How long one AI call may take at the provider before it answers 503 (and is not charged).',
+    description:
+      "How long the AI provider may stay silent (before an answer's first token, or between two; a moderation in all) before the call answers 503 (and is not charged).",
   }),
   SVC_AI_CONCURRENCY: Type.Integer({
     minimum: 1,
