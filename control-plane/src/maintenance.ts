@@ -26,7 +26,7 @@ interface Task {
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
  * storage bucket's setup (until it succeeds), storage expiry, the daily stored-bytes metering and the
  * user token signing key's rotation (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys and
- * webhook events past their retention; and the webhook delivery worker, which runs continuously. Each
+ * webhook events past their retention, and search terms no name holds; and the webhook delivery worker, which runs continuously. Each
  * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
  * A failing one is logged and runs again at its next turn, never stopping the others. A task never
  * overlaps itself.
@@ -96,6 +96,9 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       container.live.pruneEvents(),
     ),
     pruning('moment views', 'moment views of past days', () => container.moments.pruneViews()),
+    pruning('profile vocabulary', 'search terms no name holds any more', () =>
+      container.social.pruneVocabulary(),
+    ),
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
     pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
     pruning('deleted webhook endpoints', 'deliveries of deleted webhook endpoints', () =>

@@ -1109,6 +1109,13 @@ describe('search', () => {
     }
   });
 
+  /** Which of `terms` the app's live vocabulary holds, sorted. */
+  const vocabulary = (terms: string[]) =>
+    ctx.container.pool.anyFirst(sql.unsafe`
+      select term from profile_vocabulary
+      where app_id = ${appId} and mode = 'live' and term = any(${sql.array(terms, 'text')}) order by 1`);
+  const sorted = (words: string[]) => [...words].sort();
+
   it('keeps the words of a name, its pairs of neighbouring words and its terms with the name', async () => {
     const renamed = await member(key, `renamed_${tag().slice(0, 6)}`, { full_name: 'Óscar Ñandú' });
     const [, t] = renamed.username.split('_') as [string, string];
@@ -1121,7 +1128,6 @@ describe('search', () => {
       words: await of('profile_words', 'word'),
       pairs: await of('profile_word_pairs', 'pair'),
     });
-    const sorted = (words: string[]) => [...words].sort();
     expect(await terms()).toEqual({
       words: sorted(['nandu', 'oscar', 'renamed', t]),
       pairs: sorted([`renamed ${t}`, 'oscar nandu']),
@@ -1140,14 +1146,55 @@ describe('search', () => {
       words: sorted(['2', 'oscar', 'smith', 'wilde', 'renamed', t]),
       pairs: sorted([`renamed ${t}`, `${t} 2`, 'oscar wilde', 'wilde smith']),
     });
-    // Every term the name held stays among the app's, the old ones holding no name.
-    const held = [`renamed ${t}`, `${t} 2`, 'nandu', 'oscar nandu', 'oscar wilde', 'wilde smith'];
+    // The terms the name let go leave the app's with the sweep, which keeps those it holds.
+    const held = [`renamed ${t}`, `${t} 2`, 'oscar wilde', 'wilde smith'];
+    await ctx.container.social.pruneVocabulary();
+    expect(await vocabulary([...held, 'nandu', 'oscar nandu'])).toEqual(sorted(held));
+    expect(await profilesFor('oscarnandu')).toEqual([]);
+  });
+
+  it('sweeps the terms no name holds out of the vocabulary, never one a name is taking', async () => {
+    const t = tag();
+    const [first, second] = [`zebulon${t}`, `quimby${t}`];
+    const named = await member(key, `sweep_${t}`, { full_name: `${first} ${second}` });
+    const other = await member(key, `sweep_${t}_other`);
+    // The name lets go of the second word and of its pair; it keeps the first.
+    const put = await asUser(named.token, 'PUT', '/v1/me/profile', {
+      username: named.username,
+      full_name: first,
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    const terms = [first, second, `${first} ${second}`];
+    // Another name takes the second word in a transaction that is still open when the sweep runs: the
+    // sweep waits for it briefly, then puts its work off, and deletes nothing.
+    let commit = () => {};
+    const committing = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let taking = () => {};
+    const taken = new Promise<void>((resolve) => {
+      taking = resolve;
+    });
+    const open = ctx.container.pool.transaction(async (tx) => {
+      await tx.query(sql.unsafe`
+        update profiles set full_name = ${second}
+        where app_id = ${appId} and mode = 'live' and user_id = ${other.userId}`);
+      taking();
+      await committing;
+    });
+    await taken;
+    expect(await ctx.container.social.pruneVocabulary()).toEqual({ pruned: 0, putOff: true });
+    commit();
+    await open;
+    expect(await vocabulary(terms)).toEqual(sorted(terms));
+    // Once it committed, the sweep deletes only the pair, which no name holds, and forgets all three.
+    expect(await ctx.container.social.pruneVocabulary()).toMatchObject({ putOff: false });
+    expect(await vocabulary(terms)).toEqual(sorted([first, second]));
     expect(
       await ctx.container.pool.anyFirst(sql.unsafe`
-        select term from profile_vocabulary
-        where app_id = ${appId} and mode = 'live' and term = any(${sql.array(held, 'text')}) order by 1`),
-    ).toEqual(sorted(held));
-    expect(await profilesFor('oscarnandu')).toEqual([]);
+        select term from profile_vocabulary_dropped
+        where app_id = ${appId} and mode = 'live' and term = any(${sql.array(terms, 'text')})`),
+    ).toEqual([]);
   });
 
   it('ranks each name once, however many of its words start with the query', async () => {

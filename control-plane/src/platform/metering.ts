@@ -18,7 +18,7 @@ import { inCodeUnitOrder } from './ordering.js';
 import { metricKey, type Price } from './price-catalogue.js';
 import { type Prices, type PriceTable, requireMetric } from './prices.js';
 import type { Standing } from './standing.js';
-import { leftNothing, type Transaction, withAfterCommit } from './transaction.js';
+import { leftNothing, sqlState, type Transaction, withAfterCommit } from './transaction.js';
 
 /** One metered quantity, in the metric's base unit (calls, seconds, bytes, byte-days, users). */
 export interface Usage {
@@ -48,13 +48,6 @@ const PositionRow = z.object({
   metric: z.string().nullable(),
   used: z.number().int().nullable(),
 });
-
-/** The SQLSTATE PostgreSQL answered a statement with (slonik keeps pg's error as the cause). */
-function sqlState(error: unknown): string | undefined {
-  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: { code?: unknown } };
-  const state = typeof code === 'string' ? code : cause?.code;
-  return typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state) ? state : undefined;
-}
 
 const cannotPay = (error: unknown) => sqlState(error) === CANNOT_PAY;
 

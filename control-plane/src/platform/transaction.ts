@@ -24,6 +24,13 @@ export function withAfterCommit(open: OpenTransaction) {
   };
 }
 
+/** The SQLSTATE PostgreSQL answered a statement with (slonik keeps pg's error as the cause). */
+export function sqlState(error: unknown): string | undefined {
+  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: { code?: unknown } };
+  const state = typeof code === 'string' ? code : cause?.code;
+  return typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state) ? state : undefined;
+}
+
 const WROTE_NOTHING = Symbol('wrote nothing');
 
 /**

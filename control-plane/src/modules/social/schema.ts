@@ -43,6 +43,12 @@ export const SEARCH_PROFILE_NEAREST = MAX_SEARCH_PER_GROUP;
  * names found are ranked once each.
  */
 export const SEARCH_PROFILE_WORDS_READ = 4 * SEARCH_PROFILE_NEAREST;
+/**
+ * Terms let go by renames that one transaction of the vocabulary's sweep looks at: profile writes wait
+ * for it (a few milliseconds), and it waits for those under way at most VOCABULARY_LOCK_WAIT_MS.
+ */
+export const VOCABULARY_PRUNE_BATCH = 1_000;
+export const VOCABULARY_LOCK_WAIT_MS = 200;
 
 export const BUZZ_TYPES = ['text'] as const;
 export const REACTION_KINDS = ['like', 'love', 'laugh', 'wow', 'sad', 'angry'] as const;

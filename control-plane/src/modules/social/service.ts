@@ -7,10 +7,16 @@ import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Outbox } from '../../platform/outbox.js';
 import type { Sandbox } from '../../platform/sandbox.js';
-import { type Db, type Transaction, wroteNothing } from '../../platform/transaction.js';
+import {
+  type Db,
+  inTransaction,
+  sqlState,
+  type Transaction,
+  wroteNothing,
+} from '../../platform/transaction.js';
 import { COMMENTED, commentPresenter, commentRow, commentsStore, newComment } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
-import type { BuzzRow, ProfileRow } from './schema.js';
+import { type BuzzRow, type ProfileRow, VOCABULARY_LOCK_WAIT_MS, VOCABULARY_PRUNE_BATCH } from './schema.js';
 import { type Scope, socialStore } from './store.js';
 
 const presentProfile = (row: ProfileRow) => ({
@@ -53,6 +59,9 @@ const usernameTaken = (username: string) =>
  * gets its sandbox's fixtures on its first call. Moments and About content build on its profiles
  * through `scope`, `ownProfile` and `profileNamed`.
  */
+/** The SQLSTATE of a lock not had within lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
 export function createSocialService(deps: {
   pool: DatabasePool;
   clock: Clock;
@@ -342,6 +351,27 @@ export function createSocialService(deps: {
           created_at: row.created_at.toISOString(),
         })),
       };
+    },
+
+    /**
+     * Takes the search terms that renames let go and no name holds any more out of the vocabulary, a
+     * batch a transaction. Profile writes under way for longer than VOCABULARY_LOCK_WAIT_MS put the rest
+     * off to the next turn.
+     */
+    pruneVocabulary: async () => {
+      let pruned = 0;
+      for (;;) {
+        try {
+          const batch = await inTransaction(deps.pool, (tx) =>
+            socialStore(tx).pruneVocabulary(VOCABULARY_PRUNE_BATCH, VOCABULARY_LOCK_WAIT_MS),
+          );
+          pruned += batch.pruned;
+          if (batch.looked < VOCABULARY_PRUNE_BATCH) return { pruned, putOff: false };
+        } catch (error) {
+          if (sqlState(error) === LOCK_NOT_AVAILABLE) return { pruned, putOff: true };
+          throw error;
+        }
+      }
     },
   };
 }

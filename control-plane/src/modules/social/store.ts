@@ -45,6 +45,7 @@ const Author = z.object({ pk: z.number(), user_id: z.string(), username: z.strin
 const PublishedBy = Author.merge(DeliveriesMade);
 const Reacted = DeliveriesMade.extend({ reactions: z.number() });
 const Count = z.object({ count: z.number() });
+const VocabularyPruned = z.object({ looked: z.number(), pruned: z.number() });
 
 /** SQL of profiles, buzzes, reactions, comments and follows. Takes any connection or transaction. */
 export function socialStore(db: Db) {
@@ -237,6 +238,37 @@ export function socialStore(db: Db) {
      * these are two indexes). The verified ones come the same way, from an index of their own when
      * they are few (migration 0035).
      */
+    /**
+     * Deletes the first `limit` terms that renames let go (0038) from the vocabulary when no name holds
+     * them, and forgets them: answers how many it looked at and deleted. Run in its own transaction: it
+     * locks the names' word tables against writes until the commit, so that no name takes a term as it
+     * goes, waiting at most `lockTimeoutMs` for the writes under way (a lock_not_available error then).
+     */
+    pruneVocabulary: async (limit: number, lockTimeoutMs: number) => {
+      await db.query(sql.unsafe`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`);
+      await db.query(sql.unsafe`lock table profile_words, profile_word_pairs in share mode`);
+      return db.one(sql.type(VocabularyPruned)`
+        with taken as (
+          -- By their row ids, found once: joined to its own first rows, the table was read again for
+          -- each of its rows (a plan made without statistics), 8 s for 11,000.
+          delete from profile_vocabulary_dropped
+          where ctid = any(array(
+            select ctid from profile_vocabulary_dropped order by app_id, mode, term limit ${limit}))
+          returning app_id, mode, term
+        ), pruned as (
+          delete from profile_vocabulary v using taken t
+          where (v.app_id, v.mode, v.term) = (t.app_id, t.mode, t.term)
+            and not exists (
+              select from profile_words w where (w.app_id, w.mode, w.word) = (v.app_id, v.mode, v.term)
+            )
+            and not exists (
+              select from profile_word_pairs w where (w.app_id, w.mode, w.pair) = (v.app_id, v.mode, v.term)
+            )
+          returning 1
+        )
+        select (select count(*) from taken)::int as looked, (select count(*) from pruned)::int as pruned`);
+    },
+
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) => {
       // The query folded in place, not joined from elsewhere: the indexes serve it only then.
       // The match on search_name (the GIN indexes), the order on (search_name || '') (the GiST one).
