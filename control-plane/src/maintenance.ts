@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Container } from './container.js';
 import { SPEND_GUARD_EVERY_MS } from './modules/live/service.js';
+import { VOCABULARY_LOCK_WAIT_MS } from './modules/social/schema.js';
 import { TEST_OBJECT_DAYS } from './modules/storage/schema.js';
 import { ACCRUAL_FLUSH_MS } from './platform/accrual.js';
 import { withLease } from './platform/lease.js';
@@ -96,9 +97,20 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
       container.live.pruneEvents(),
     ),
     pruning('moment views', 'moment views of past days', () => container.moments.pruneViews()),
-    pruning('profile vocabulary', 'search terms no name holds any more', () =>
-      container.social.pruneVocabulary(),
-    ),
+    {
+      name: 'profile vocabulary pruning',
+      everyMs: MAINTENANCE_EVERY_MS,
+      leased: true,
+      run: async () => {
+        const { pruned, putOff } = await container.social.pruneVocabulary();
+        if (pruned > 0) log.info({ pruned }, 'pruned search terms no name holds any more');
+        // Always put off (long profile writes, or a vacuum of the words), the terms to look at pile up.
+        if (putOff)
+          log.info(
+            `put the search terms sweep off: profile writes held the words for ${VOCABULARY_LOCK_WAIT_MS} ms`,
+          );
+      },
+    },
     pruning('idempotency keys', 'idempotency keys past their 24 hours', () => container.idempotency.prune()),
     pruning('webhook events', 'webhook events past their 30 days', () => container.webhooks.pruneEvents()),
     pruning('deleted webhook endpoints', 'deliveries of deleted webhook endpoints', () =>

@@ -44,8 +44,9 @@ export const SEARCH_PROFILE_NEAREST = MAX_SEARCH_PER_GROUP;
  */
 export const SEARCH_PROFILE_WORDS_READ = 4 * SEARCH_PROFILE_NEAREST;
 /**
- * Terms let go by renames that one transaction of the vocabulary's sweep looks at: profile writes wait
- * for it (a few milliseconds), and it waits for those under way at most VOCABULARY_LOCK_WAIT_MS.
+ * Terms let go by renames that one transaction of the vocabulary's sweep looks at. New profiles and
+ * renames wait for it: while it waits for those under way (VOCABULARY_LOCK_WAIT_MS at most), and
+ * while it deletes (about 35 ms for a batch).
  */
 export const VOCABULARY_PRUNE_BATCH = 1_000;
 export const VOCABULARY_LOCK_WAIT_MS = 200;

@@ -53,15 +53,15 @@ const profileRequired = () =>
 const usernameTaken = (username: string) =>
   new ServiceError('conflict', `The username ${username} is taken`, { code: 'USERNAME_TAKEN' });
 
+/** The SQLSTATE of a lock not had within lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
 /**
  * Profiles, buzzes, reactions, comments, follows and search: the app's public data, per app and key
  * mode. Writes run in the transaction of their charge and emit their events in it; a test key's app
  * gets its sandbox's fixtures on its first call. Moments and About content build on its profiles
  * through `scope`, `ownProfile` and `profileNamed`.
  */
-/** The SQLSTATE of a lock not had within lock_timeout. */
-const LOCK_NOT_AVAILABLE = '55P03';
-
 export function createSocialService(deps: {
   pool: DatabasePool;
   clock: Clock;

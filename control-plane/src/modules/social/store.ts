@@ -222,23 +222,6 @@ export function socialStore(db: Db) {
     },
 
     /**
-     * Profiles whose username or full name holds something close to q (typos and prefixes, accents
-     * and case ignored). The candidates are the nearest names, the nearest verified ones and the
-     * exact username; they rank exact first, then closeness, verified, followed by the viewer,
-     * followers. So a verified profile is never crowded out by thousands of names as close as its own.
-     *
-     * The names close to a one-word query are looked up among the names' words, never walked: the
-     * names with the word itself, then those with a word starting with it, which are as close as any
-     * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
-     * of neighbouring words nearest to it (migration 0037).
-     *
-     * Planned for its values on each call, because for several words how many names q matches
-     * decides how to find the nearest: a few, and the GIN index finds them all to be sorted;
-     * thousands, and the GiST index walks the nearest first, testing each (migration 0026 says why
-     * these are two indexes). The verified ones come the same way, from an index of their own when
-     * they are few (migration 0035).
-     */
-    /**
      * Deletes the first `limit` terms that renames let go (0038) from the vocabulary when no name holds
      * them, and forgets them: answers how many it looked at and deleted. Run in its own transaction: it
      * locks the names' word tables against writes until the commit, so that no name takes a term as it
@@ -269,6 +252,23 @@ export function socialStore(db: Db) {
         select (select count(*) from taken)::int as looked, (select count(*) from pruned)::int as pruned`);
     },
 
+    /**
+     * Profiles whose username or full name holds something close to q (typos and prefixes, accents
+     * and case ignored). The candidates are the nearest names, the nearest verified ones and the
+     * exact username; they rank exact first, then closeness, verified, followed by the viewer,
+     * followers. So a verified profile is never crowded out by thousands of names as close as its own.
+     *
+     * The names close to a one-word query are looked up among the names' words, never walked: the
+     * names with the word itself, then those with a word starting with it, which are as close as any
+     * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
+     * of neighbouring words nearest to it (migration 0037).
+     *
+     * Planned for its values on each call, because for several words how many names q matches
+     * decides how to find the nearest: a few, and the GIN index finds them all to be sorted;
+     * thousands, and the GiST index walks the nearest first, testing each (migration 0026 says why
+     * these are two indexes). The verified ones come the same way, from an index of their own when
+     * they are few (migration 0035).
+     */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) => {
       // The query folded in place, not joined from elsewhere: the indexes serve it only then.
       // The match on search_name (the GIN indexes), the order on (search_name || '') (the GiST one).
