@@ -145,7 +145,7 @@ export const SettingsSchema = Type.Object({
     maximum: 600_000,
     default: 60_000,
     description:
-      "How long the AI provider may stay silent (before an answer's first token, or between two; a moderation in all) before the call answers 503 (and is not charged).",
+      "How long the AI provider may stay silent (before an answer's first token, or between two; a moderation in all) before the call answers 503 (and is not charged); an answer takes ten times this at most.",
   }),
   SVC_AI_CONCURRENCY: Type.Integer({
     minimum: 1,
