@@ -48,15 +48,16 @@ describe('runMigrations', () => {
     );
   });
 
-  it("leaves the control plane's sessions without JIT and without parallel workers", async () => {
+  it("leaves the control plane's sessions without JIT and parallel workers, costing pages as in memory", async () => {
     // A session opened after the migrations ran (the scratch pool's first came before this file's).
     const fresh = await createDatabasePool(testSettings().SVC_DATABASE_URL);
     try {
       const settings = await fresh.one(
-        sql.type(z.object({ jit: z.string(), workers: z.string() }))`
-          select current_setting('jit') as jit, current_setting('max_parallel_workers_per_gather') as workers`,
+        sql.type(z.object({ jit: z.string(), workers: z.string(), randomPage: z.string() }))`
+          select current_setting('jit') as jit, current_setting('max_parallel_workers_per_gather') as workers,
+                 current_setting('random_page_cost') as "randomPage"`,
       );
-      expect(settings).toEqual({ jit: 'off', workers: '0' });
+      expect(settings).toEqual({ jit: 'off', workers: '0', randomPage: '1.1' });
     } finally {
       await fresh.end();
     }

@@ -1451,6 +1451,34 @@ describe('search', () => {
     expect(fewHits).toHaveLength(50);
   });
 
+  it('walks the newest buzzes of an app with fewer than the walk in order, never reading them all', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS });
+    const author = await member(customer.token, `walker_${tag()}`);
+    const t = tag().replace(/\d/g, 'x');
+    const [first, second] = [`alba${t}`, `brisa${t}`];
+    // One buzz in ten holds both words: common enough in the newest buzzes to be walked to.
+    const count = 20_000;
+    await ctx.container.pool.query(sql.unsafe`
+      insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
+      select 'buzz_' || ${t} || '_' || g, ${customer.app.id}, 'live', p.pk, 'text',
+             case when g % 10 = 0 then ${`${first} and ${second}`} else 'filler' end,
+             now() - make_interval(secs => g)
+      from profiles p, generate_series(1, ${count}::int) g
+      where p.app_id = ${customer.app.id} and p.username = ${author.username}`);
+    await ctx.container.pool.query(sql.unsafe`analyze buzzes`);
+    const plan = await socialStore(explaining(ctx.container.pool, true)).searchBuzzes(
+      { appId: customer.app.id, mode: 'live' },
+      `${first} ${second}`,
+      20,
+    );
+    // The probe's 1,000 and the walk's 2,000 to its 200 matches, not the app's 20,000 in the heap's
+    // order then sorted (which the planner chose at PostgreSQL's default random_page_cost).
+    expect(
+      planNodes(plan).filter((node) => node['Node Type'] === 'Sort' && field(node, 'Actual Rows') > 1_000),
+    ).toEqual([]);
+    expect(rowsRead(plan, (node) => node['Relation Name'] === 'buzzes')).toBeLessThan(count / 4);
+  });
+
   it('answers, not fails, for text PostgreSQL cannot take (a NUL), in search and in a buzz id', async () => {
     const answers = {
       'search for buzzes': (await read(key, '/v1/search?q=a%00b&type=buzzes')).statusCode,

@@ -1,0 +1,14 @@
+-- The control plane's sessions cost a page read out of order as little more than one in order, as
+-- they are for a database held in memory or on SSDs (the bundled server's shared_buffers are a quarter
+-- of the machine's memory): PostgreSQL's default of four times was made for spinning disks.
+--
+-- Found in buzz search. For a common word it walks the app's newest buzzes in order and stops at the
+-- 200 newest matches, reading at most SEARCH_BUZZ_WALK (60,000). For an app with fewer buzzes than that,
+-- the planner took the walk for a read of every buzz of the app, in the index's order (out of the
+-- heap's), and read them all in the heap's order instead, then sorted them: 60-70 ms and a 10 MB sort
+-- on disk for two common words in an app of 50,000 buzzes, 17 ms at this cost, 8 ms in a larger app
+-- whose walk it did not take for the whole of it.
+--
+-- Set for the role the migrations run as, in every database, for its new sessions, as 0027 set JIT
+-- and parallel workers; an operator may set it otherwise with ALTER ROLE.
+alter role current_user set random_page_cost = 1.1;
