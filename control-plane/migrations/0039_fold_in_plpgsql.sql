@@ -8,7 +8,14 @@
 -- kinds in alternating blocks (300 each): planning a profile search 1.37 -> 1.17 ms, a buzz search
 -- 0.88 -> 0.80 ms; folding every buzz's text 1.6 -> 1.2 us a row (the bare expression: 1.1 us).
 --
--- Every name qualified: a PL/pgSQL body is resolved when it runs, in the caller's search path.
+-- As before it folds in the database's collation, whatever the argument's: a PL/pgSQL body would take
+-- the caller's (lower() of a "C.utf8" argument lowercases Greek and Cyrillic, the default "C" does not),
+-- and the names' words and terms are in "C" (0036, 0037). Every name is qualified: a PL/pgSQL body is
+-- resolved when it runs, in the caller's search path. Its body is not tracked as depending on unaccent,
+-- so PostgreSQL would let that extension be dropped; every profile and buzz write would then fail.
 create or replace function svc_fold(value text) returns text
   language plpgsql immutable parallel safe strict
-  as $$ begin return pg_catalog.lower(public.unaccent('public.unaccent'::regdictionary, value)); end $$;
+  as $$
+begin
+  return pg_catalog.lower(public.unaccent('public.unaccent'::pg_catalog.regdictionary, value) collate "default");
+end $$;

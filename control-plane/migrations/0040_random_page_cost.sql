@@ -1,6 +1,7 @@
 -- The control plane's sessions cost a page read out of order as little more than one in order, as
--- they are for a database held in memory or on SSDs (the bundled server's shared_buffers are a quarter
--- of the machine's memory): PostgreSQL's default of four times was made for spinning disks.
+-- it is for a database held in memory or on SSDs (the native stack gives PostgreSQL a quarter of the
+-- machine's memory for its pages, up to 8 GB; compose, 1 GB unless set): PostgreSQL's default of four
+-- times was made for spinning disks.
 --
 -- Found in buzz search. For a common word it walks the app's newest buzzes in order and stops at the
 -- 200 newest matches, reading at most SEARCH_BUZZ_WALK (60,000). For an app with fewer buzzes than that,
@@ -10,5 +11,6 @@
 -- whose walk it did not take for the whole of it.
 --
 -- Set for the role the migrations run as, in every database, for its new sessions, as 0027 set JIT
--- and parallel workers; an operator may set it otherwise with ALTER ROLE.
+-- and parallel workers (compose's role is the cluster's superuser: there it holds for every session of
+-- that role); an operator whose data is on spinning disks may set it back with ALTER ROLE.
 alter role current_user set random_page_cost = 1.1;
