@@ -29,6 +29,12 @@ export interface Core {
   settings: Settings;
   clock: Clock;
   pool: DatabasePool;
+  /**
+   * Search's connections: each plans every statement for its values and keeps it parsed (search's
+   * statements are long, and their best plan depends on the words), and search, the costliest read,
+   * waits for its own connections rather than taking those that writes need.
+   */
+  searchPool: DatabasePool;
   redis: Redis;
   bus: InvalidationBus;
   prices: Prices;
@@ -48,6 +54,9 @@ export interface Core {
   close(): Promise<void>;
 }
 
+/** Search's connections at most: a search runs its two statements at once on two of them. */
+const SEARCH_POOL_SIZE = 10;
+
 export interface CoreOptions {
   clock?: Clock;
   /** More slonik interceptors (tests count statements with one). */
@@ -59,7 +68,12 @@ export interface CoreOptions {
 export async function createCore(settings: Settings, options: CoreOptions = {}): Promise<Core> {
   const clock = options.clock ?? systemClock;
   const onError = options.onError ?? (() => {});
-  const pool = await createDatabasePool(settings.SVC_DATABASE_URL, options.interceptors);
+  const pool = await createDatabasePool(settings.SVC_DATABASE_URL, { interceptors: options.interceptors });
+  const searchPool = await createDatabasePool(settings.SVC_DATABASE_URL, {
+    interceptors: options.interceptors,
+    maximumPoolSize: SEARCH_POOL_SIZE,
+    plannedForItsValues: true,
+  });
   const redis = createRedis(settings.SVC_REDIS_URL);
   const bus = createInvalidationBus(redis, onError);
   const { configured } = parseConfiguredPricing(settings.SVC_PRICES, settings.SVC_FREE_ALLOWANCES);
@@ -75,6 +89,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     settings,
     clock,
     pool,
+    searchPool,
     redis,
     bus,
     prices,
@@ -112,7 +127,7 @@ export async function createCore(settings: Settings, options: CoreOptions = {}):
     close: async () => {
       bus.close();
       await liveness.stop();
-      await pool.end();
+      await Promise.all([pool.end(), searchPool.end()]);
       redis.disconnect();
     },
   };

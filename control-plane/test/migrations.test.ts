@@ -5,7 +5,7 @@ import { type DatabasePool, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { runMigrations } from '../src/db/migrate.js';
-import { createDatabasePool } from '../src/db/pool.js';
+import { createDatabasePool, withSessionSetting } from '../src/db/pool.js';
 import { randomBase62 } from '../src/platform/ids.js';
 import { testSettings } from './support.js';
 
@@ -18,9 +18,7 @@ beforeAll(async () => {
   const url = testSettings().SVC_DATABASE_URL;
   admin = await createDatabasePool(url);
   await admin.query(sql.unsafe`create schema ${sql.identifier([schema])}`);
-  const scoped = new URL(url);
-  scoped.searchParams.set('options', `-c search_path=${schema}`);
-  pool = await createDatabasePool(scoped.toString());
+  pool = await createDatabasePool(withSessionSetting(url, 'search_path', schema));
 });
 afterAll(async () => {
   await pool.end();

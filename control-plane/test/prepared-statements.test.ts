@@ -1,7 +1,6 @@
-import { sql } from 'slonik';
+import { type DatabasePool, type QuerySqlToken, sql } from 'slonik';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { plannedForItsValues } from '../src/platform/transaction.js';
 import { startTestApp, type TestContext } from './support.js';
 
 let ctx: TestContext;
@@ -26,14 +25,38 @@ it('prepares a statement on a connection that runs it again, with the same answe
     // A prepared statement's error is the statement's, and the next run is fine.
     await expect(divide(0)).rejects.toThrow(/division by zero/);
     expect(await divide(84)).toBe(1);
-    // A statement marked so is planned for its values on every run, never prepared.
-    const search = (term: string) =>
-      connection.oneFirst(
-        sql.type(Answer)`${plannedForItsValues} select length(${term}) as n -- unprepared-statements test`,
-      );
-    expect([await search('a'), await search('ab'), await search('abc')]).toEqual([1, 2, 3]);
-    const unprepared = await connection.anyFirst(sql.type(Statement)`
-      select statement from pg_prepared_statements where statement like ${'%unprepared-statements test%'}`);
-    expect(unprepared).toEqual([]);
   });
+});
+
+const Plans = z.object({ generic_plans: z.number(), custom_plans: z.number() });
+
+it('plans every run of a prepared statement for its values on the search pool, and only there', async () => {
+  /** Runs a statement of one connection of `pool` eight times; how PostgreSQL planned it. */
+  const plansOf = (
+    pool: DatabasePool,
+    mark: string,
+    length: (term: string) => QuerySqlToken<typeof Answer>,
+  ) =>
+    pool.connect(async (connection) => {
+      const lengths: number[] = [];
+      for (const term of ['a', 'ab', 'abc', 'abcd', 'abcde', 'abcdef', 'abcdefg', 'abcdefgh'])
+        lengths.push(await connection.oneFirst(length(term)));
+      expect(lengths).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      return connection.one(sql.type(Plans)`
+        select generic_plans, custom_plans from pg_prepared_statements where statement like ${`%${mark}%`}`);
+    });
+  // Prepared from its second run on, as elsewhere: seven runs of the prepared statement.
+  const search = await plansOf(
+    ctx.container.searchPool,
+    'search-pool test',
+    (term) => sql.type(Answer)`select length(${term}) as n -- search-pool test`,
+  );
+  expect(search).toEqual({ generic_plans: 0, custom_plans: 7 });
+  // Elsewhere PostgreSQL settles on the generic plan after five.
+  const main = await plansOf(
+    ctx.container.pool,
+    'main-pool test',
+    (term) => sql.type(Answer)`select length(${term}) as n -- main-pool test`,
+  );
+  expect(main).toEqual({ generic_plans: 2, custom_plans: 5 });
 });

@@ -1299,8 +1299,10 @@ describe('search', () => {
         sql.unsafe`set local enable_sort = off`,
       ],
     };
+    // On search's own connections, where every call is planned for its values: elsewhere PostgreSQL
+    // would settle on one plan for the statement, made under whichever way came first.
     const inWay = <T>(way: keyof typeof ways, run: (tx: Db) => Promise<T>) =>
-      ctx.container.pool.transaction(async (tx) => {
+      ctx.container.searchPool.transaction(async (tx) => {
         for (const setting of ways[way]) await tx.query(setting);
         return run(tx);
       });

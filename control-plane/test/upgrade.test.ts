@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type Core, createCore } from '../src/core.js';
 import { MIGRATIONS_DIR, runMigrations } from '../src/db/migrate.js';
-import { createDatabasePool } from '../src/db/pool.js';
+import { createDatabasePool, withSessionSetting } from '../src/db/pool.js';
 import { randomBase62 } from '../src/platform/ids.js';
 import { inTransaction } from '../src/platform/transaction.js';
 import { createCustomer, startTestApp, type TestContext, testSettings } from './support.js';
@@ -28,9 +28,7 @@ beforeAll(async () => {
   const url = testSettings().SVC_DATABASE_URL;
   admin = await createDatabasePool(url);
   await admin.query(sql.unsafe`create schema ${sql.identifier([schema])}`);
-  const scoped = new URL(url);
-  scoped.searchParams.set('options', `-c search_path=${schema}`);
-  scratchUrl = scoped.toString();
+  scratchUrl = withSessionSetting(url, 'search_path', schema);
   scratch = await createDatabasePool(scratchUrl);
 });
 afterAll(async () => {

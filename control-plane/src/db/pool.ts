@@ -53,20 +53,43 @@ const safeBigintParser = {
 /** timestamptz as Date objects. */
 const timestamptzParser = { name: 'timestamptz', parse: (value: string) => new Date(value) };
 
-export async function createDatabasePool(
-  url: string,
-  interceptors: Interceptor[] = [],
-): Promise<DatabasePool> {
+/**
+ * The URL with a setting for every session it opens, after any the URL sets itself (PostgreSQL's
+ * `options`: the last of a setting wins).
+ */
+export function withSessionSetting(url: string, name: string, value: string): string {
+  const parsed = new URL(url);
+  const options = parsed.searchParams.get('options');
+  parsed.searchParams.set('options', `${options ? `${options} ` : ''}-c ${name}=${value}`);
+  return parsed.toString();
+}
+
+export interface PoolOptions {
+  /** More slonik interceptors (tests count statements with one). */
+  interceptors?: Interceptor[];
+  maximumPoolSize?: number;
+  /**
+   * Every statement planned for its values on every call, prepared or not: its sessions keep the
+   * parsed statement and never settle on a generic plan (made without the values), which for a search
+   * reads what the values would have ruled out.
+   */
+  plannedForItsValues?: boolean;
+}
+
+export async function createDatabasePool(url: string, options: PoolOptions = {}): Promise<DatabasePool> {
   prepareFrequentStatements();
   const overridden = new Set([safeBigintParser.name, timestamptzParser.name]);
-  return createPool(url, {
-    interceptors: [resultParserInterceptor, statementValuesInterceptor, ...interceptors],
+  const sessionUrl = options.plannedForItsValues
+    ? withSessionSetting(url, 'plan_cache_mode', 'force_custom_plan')
+    : url;
+  return createPool(sessionUrl, {
+    interceptors: [resultParserInterceptor, statementValuesInterceptor, ...(options.interceptors ?? [])],
     typeParsers: [
       ...createTypeParserPreset().filter((parser) => !overridden.has(parser.name)),
       safeBigintParser,
       timestamptzParser,
     ],
-    maximumPoolSize: 20,
+    maximumPoolSize: options.maximumPoolSize ?? 20,
     // slonik's default runs DISCARD ALL on every release: a round trip per request, and it throws away
     // every cached plan, PL/pgSQL's included, so svc_meter would be planned anew on each call. The
     // control plane leaves no session state behind: settings are SET LOCAL, and the one session-level

@@ -1,13 +1,4 @@
 import pg from 'pg';
-import { sql } from 'slonik';
-
-/**
- * Marks a statement to be planned for its values on every call, never prepared: PostgreSQL may settle
- * on a generic plan for a prepared statement, made without its values, and for a search whose words
- * decide between walking the newest rows and reading an index that plan reads everything.
- */
-export const plannedForItsValues = sql.fragment`/* planned for its values */`;
-const UNPREPARED_MARK = plannedForItsValues.sql;
 
 /** Runs of one statement's text before it is prepared: a text built once (a one-off batch) is not. */
 const RUNS_BEFORE_PREPARING = 2;
@@ -35,7 +26,7 @@ export function statementNamer(
   return (text: string): string | undefined => {
     const name = names.get(text);
     if (name !== undefined) return name;
-    if (names.size >= options.mostPrepared || text.includes(UNPREPARED_MARK)) return undefined;
+    if (names.size >= options.mostPrepared) return undefined;
     const count = (runs.get(text) ?? 0) + 1;
     if (count < options.runsBeforePreparing) {
       if (runs.size >= options.mostCounted) runs.clear();

@@ -1,7 +1,6 @@
 import type { DatabasePool } from 'slonik';
 import { type Db, type OpenTransaction, withTransaction } from '../db/transaction.js';
 
-export { plannedForItsValues } from '../db/prepared-statements.js';
 export type { Db } from '../db/transaction.js';
 
 /**

@@ -64,12 +64,15 @@ const LOCK_NOT_AVAILABLE = '55P03';
  */
 export function createSocialService(deps: {
   pool: DatabasePool;
+  /** Where search runs (the core's searchPool). */
+  searchPool: DatabasePool;
   clock: Clock;
   outbox: Outbox;
   cursors: Cursors;
   sandbox: Sandbox;
 }) {
   const store = socialStore(deps.pool);
+  const searching = socialStore(deps.searchPool);
   deps.sandbox.register(socialSandbox);
 
   /** The scope of a call, its sandbox seeded first. */
@@ -329,8 +332,8 @@ export function createSocialService(deps: {
       const scope = await scoped(principal);
       const viewerPk = viewer ? (await store.profileOfUser(scope, viewer.userId))?.pk : undefined;
       const [profiles, buzzes] = await Promise.all([
-        query.type === 'buzzes' ? [] : store.searchProfiles(scope, query.q, query.limit, viewerPk),
-        query.type === 'profiles' ? [] : store.searchBuzzes(scope, query.q, query.limit),
+        query.type === 'buzzes' ? [] : searching.searchProfiles(scope, query.q, query.limit, viewerPk),
+        query.type === 'profiles' ? [] : searching.searchBuzzes(scope, query.q, query.limit),
       ]);
       return {
         query: query.q,

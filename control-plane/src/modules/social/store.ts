@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
 import { DeliveriesMade, type EventInStatement } from '../../platform/outbox.js';
-import { type Db, plannedForItsValues } from '../../platform/transaction.js';
+import type { Db } from '../../platform/transaction.js';
 import {
   BuzzRow,
   ProfileRow,
@@ -263,11 +263,11 @@ export function socialStore(db: Db) {
      * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
      * of neighbouring words nearest to it (migration 0037).
      *
-     * Planned for its values on each call, because for several words how many names q matches
-     * decides how to find the nearest: a few, and the GIN index finds them all to be sorted;
-     * thousands, and the GiST index walks the nearest first, testing each (migration 0026 says why
-     * these are two indexes). The verified ones come the same way, from an index of their own when
-     * they are few (migration 0035).
+     * To be run where every call is planned for its values (the core's searchPool), because for
+     * several words how many names q matches decides how to find the nearest: a few, and the GIN
+     * index finds them all to be sorted; thousands, and the GiST index walks the nearest first,
+     * testing each (migration 0026 says why these are two indexes). The verified ones come the same
+     * way, from an index of their own when they are few (migration 0035).
      */
     searchProfiles: (scope: Scope, q: string, limit: number, viewerPk?: number) => {
       // The query folded in place, not joined from elsewhere: the indexes serve it only then.
@@ -321,7 +321,7 @@ export function socialStore(db: Db) {
           order by named.distance, named.term, named.pk
           limit ${SEARCH_PROFILE_NEAREST}`;
       };
-      return db.any(sql.type(ProfileRow)`${plannedForItsValues}
+      return db.any(sql.type(ProfileRow)`
         with worded as (
           -- One word of two characters or more, whatever surrounds it ("@rodri ": pg_trgm reads the
           -- words alone), a constant test: otherwise nothing is read. The names holding the words that
@@ -389,8 +389,9 @@ export function socialStore(db: Db) {
      * stops once it has the candidates. Others, or when that walk came short: the word index, which
      * reads every match. The planner cannot choose between them itself: it takes the words of a query
      * as independent, and words that go together (two of one language) match far more buzzes than it
-     * expects, which made it fetch tens of thousands of matches for a page. For the same reason it is
-     * never prepared: a generic plan, made without the words, walked every buzz for a rare one.
+     * expects, which made it fetch tens of thousands of matches for a page. For the same reason it is to
+     * be run where every call is planned for its values (the core's searchPool): a generic plan, made
+     * without the words, walked every buzz for a rare one.
      */
     searchBuzzes: (scope: Scope, q: string, limit: number) => {
       const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
@@ -403,7 +404,7 @@ export function socialStore(db: Db) {
         limit ${count}`;
       // As many matches in the probe as the walk needs, at the same density, to fill the candidates.
       const common = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
-      return db.any(sql.type(BuzzRow)`${plannedForItsValues}
+      return db.any(sql.type(BuzzRow)`
         with probe as (
           select count(*) as found from (${newest(SEARCH_BUZZ_PROBE)}) w where w.search @@ ${query}
         ), walked as (
