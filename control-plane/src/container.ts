@@ -172,7 +172,15 @@ export async function createContainer(
     bytesPerAddressHour: settings.SVC_MEDIA_BYTES_PER_ADDRESS_HOUR,
     onError,
   });
-  const social = createSocialService({ pool, searchPool: core.searchPool, clock, outbox, cursors, sandbox });
+  const social = createSocialService({
+    pool,
+    searchPool: core.searchPool,
+    bus,
+    clock,
+    outbox,
+    cursors,
+    sandbox,
+  });
   const moments = createMomentsService({ pool, clock, outbox, cursors, social, media, sandbox });
   const studio = createStudioService({ pool, clock, cursors, media, sandbox });
   const about = createAboutService({ pool, clock, cursors, social, sandbox });

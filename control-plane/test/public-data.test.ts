@@ -13,11 +13,13 @@ import {
   MAX_SEARCH_PER_GROUP,
   REACTION_KINDS,
   SEARCH_BUZZ_CANDIDATES,
+  SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
   SEARCH_PROFILE_NEAREST,
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
-import { socialStore } from '../src/modules/social/store.js';
+import { walkFrom } from '../src/modules/social/search-costs.js';
+import { type Scope, socialStore } from '../src/modules/social/store.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { ledgerTotals } from './ledger.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -1400,7 +1402,7 @@ describe('search', () => {
     expect((await read(key, `/v1/search?q=${wordless}&type=buzzes`)).json().buzzes).toEqual([]);
     const testsWords = async (q: string) =>
       JSON.stringify(
-        await socialStore(explaining(ctx.container.pool)).searchBuzzes({ appId, mode: 'live' }, q, 20),
+        await socialStore(explaining(ctx.container.pool)).searchBuzzes({ appId, mode: 'live' }, q, 20, 1),
       ).includes('svc_words_by_app');
     expect(await testsWords('opening')).toBe(true);
     expect(await testsWords('?! …')).toBe(false);
@@ -1463,36 +1465,63 @@ describe('search', () => {
     expect(fewHits).toHaveLength(50);
   });
 
-  it('walks the newest buzzes of an app with fewer than the walk in order, never reading them all', async () => {
+  /**
+   * Runs `check` on an app of `count` buzzes of which one in `every` holds two words (the query), its
+   * buzzes analyzed, then deletes them. Their times are shuffled against the order they are written
+   * in (7,919 is prime to the counts), as a busy app's buzzes lie in the heap: written in time order, a
+   * walk would read the heap in order too, and look cheap at any cost of reading out of order.
+   */
+  async function withBuzzes(count: number, every: number, check: (scope: Scope, q: string) => Promise<void>) {
     const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS });
     const author = await member(customer.token, `walker_${tag()}`);
     const t = tag().replace(/\d/g, 'x');
     const [first, second] = [`alba${t}`, `brisa${t}`];
-    // One buzz in ten holds both words: common enough in the newest buzzes to be walked to. Their times
-    // are shuffled against the order they are written in (7,919 is prime to the count), as a busy
-    // app's buzzes lie in the heap: written in time order, the walk would read the heap in order too,
-    // and look cheap at any cost of reading out of order.
-    const count = 20_000;
     await ctx.container.pool.query(sql.unsafe`
       insert into buzzes (id, app_id, mode, author_pk, type, text, created_at)
       select 'buzz_' || ${t} || '_' || g, ${customer.app.id}, 'live', p.pk, 'text',
-             case when g % 10 = 0 then ${`${first} and ${second}`} else 'filler' end,
+             case when g % ${every} = 0 then ${`${first} and ${second}`} else 'filler' end,
              now() - make_interval(secs => (g * 7919) % ${count})
       from profiles p, generate_series(1, ${count}::int) g
       where p.app_id = ${customer.app.id} and p.username = ${author.username}`);
     try {
       await ctx.container.pool.query(sql.unsafe`analyze buzzes`);
-      const plan = await socialStore(explaining(ctx.container.pool, true)).searchBuzzes(
-        { appId: customer.app.id, mode: 'live' },
-        `${first} ${second}`,
-        20,
-      );
-      // The probe's 1,000 and the walk's 2,000 to its 200 matches, not the app's 20,000 read in the
-      // heap's order to be sorted (as the planner chose at PostgreSQL's default random_page_cost).
-      expect(rowsRead(plan, (node) => node['Relation Name'] === 'buzzes')).toBeLessThan(count / 4);
+      await check({ appId: customer.app.id, mode: 'live' }, `${first} ${second}`);
     } finally {
       await ctx.container.pool.query(sql.unsafe`delete from buzzes where app_id = ${customer.app.id}`);
     }
+  }
+  /** A buzz search run and explained, as the service runs it: with the planner's estimate of the app. */
+  const explainedSearch = async (scope: Scope, q: string) => {
+    const store = socialStore(explaining(ctx.container.searchPool, true));
+    return store.searchBuzzes(
+      scope,
+      q,
+      20,
+      await socialStore(ctx.container.searchPool).buzzesEstimate(scope),
+    );
+  };
+  const buzzesRead = (plan: unknown) => rowsRead(plan, (node) => node['Relation Name'] === 'buzzes');
+
+  it('walks the newest buzzes of an app with fewer than the walk in order, never reading them all', async () => {
+    // One buzz in ten holds both words: common enough in the newest buzzes to be walked to.
+    const count = 20_000;
+    await withBuzzes(count, 10, async (scope, q) => {
+      // The probe's 1,000 and the walk's 2,000 to its 200 matches, not the app's 20,000 read in the
+      // heap's order to be sorted (as the planner chose at PostgreSQL's default random_page_cost).
+      expect(buzzesRead(await explainedSearch(scope, q))).toBeLessThan(count / 4);
+    });
+  });
+
+  it('reads the word index for words too rare in the app to walk to, though common in the probe', async () => {
+    // One buzz in a hundred: 10 in the probe's 1,000, more than the walk's reach needs (4), but the walk
+    // would read the whole app to its 200 matches, where the index fetches them.
+    const count = 20_000;
+    expect(walkFrom(count)).toBeGreaterThan(SEARCH_BUZZ_PROBE / 100);
+    await withBuzzes(count, 100, async (scope, q) => {
+      const plan = await explainedSearch(scope, q);
+      expect(buzzesRead(plan)).toBeLessThan(count / 4);
+      expect(JSON.stringify(plan)).toContain('buzzes_words_idx');
+    });
   });
 
   it('answers, not fails, for text PostgreSQL cannot take (a NUL), in search and in a buzz id', async () => {

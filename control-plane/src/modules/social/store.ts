@@ -13,6 +13,12 @@ import {
   SEARCH_PROFILE_NEAREST,
   SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
+import { walkFrom } from './search-costs.js';
+
+/** What `explain (format json)` answers, as far as it is read. */
+const Explained = z.object({
+  'QUERY PLAN': z.array(z.object({ Plan: z.object({ 'Plan Rows': z.number() }) })),
+});
 
 /** An app's data in one key mode: every query is scoped to it. */
 export interface Scope {
@@ -380,20 +386,28 @@ export function socialStore(db: Db) {
         limit ${limit}`);
     },
 
+    /** How many buzzes the app has (deleted ones aside), as the planner estimates it: counting reads them all. */
+    buzzesEstimate: async (scope: Scope) => {
+      const [explained] = await db.oneFirst(sql.type(Explained)`
+        explain (format json) select from buzzes b where ${inScope('b', scope)} and b.deleted_at is null`);
+      return explained!.Plan['Plan Rows'];
+    },
+
     /**
      * Buzzes holding every word of q (accents and case ignored): the newest matches, best ranked
      * first, joined to their authors only once the page is cut.
      *
-     * The newest matches come from whichever of two reads finds them cheaply. Words common in the
-     * app's newest SEARCH_BUZZ_PROBE buzzes: its newest SEARCH_BUZZ_WALK buzzes tested in order, which
-     * stops once it has the candidates. Others, or when that walk came short: the word index, which
-     * reads every match. The planner cannot choose between them itself: it takes the words of a query
+     * The newest matches come from whichever of two reads finds them cheaply. Words common enough in
+     * the app's newest SEARCH_BUZZ_PROBE buzzes (walkFrom: the fewer, the bigger the app, `appBuzzes`
+     * as the planner estimates it): its newest SEARCH_BUZZ_WALK buzzes tested in order, which stops
+     * once it has the candidates. Others, or when that walk came short: the word index, which reads
+     * every match. The planner cannot choose between them itself: it takes the words of a query
      * as independent, and words that go together (two of one language) match far more buzzes than it
      * expects, which made it fetch tens of thousands of matches for a page. For the same reason it is to
      * be run where every call is planned for its values (the core's searchPool): a generic plan, made
      * without the words, walked every buzz for a rare one.
      */
-    searchBuzzes: (scope: Scope, q: string, limit: number) => {
+    searchBuzzes: (scope: Scope, q: string, limit: number, appBuzzes: number) => {
       const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
       // The query's words as the word index keys them (migration 0028).
       const words = sql.fragment`svc_words_by_app(${scope.appId}, ${scope.mode}, to_tsvector('simple', svc_fold(${q})))`;
@@ -402,8 +416,7 @@ export function socialStore(db: Db) {
         where ${inScope('b', scope)} and b.deleted_at is null
         order by b.created_at desc, b.id desc
         limit ${count}`;
-      // As many matches in the probe as the walk needs, at the same density, to fill the candidates.
-      const common = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
+      const common = walkFrom(appBuzzes);
       return db.any(sql.type(BuzzRow)`
         with probe as (
           select count(*) as found from (${newest(SEARCH_BUZZ_PROBE)}) w where w.search @@ ${query}
