@@ -19,7 +19,8 @@ import {
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
 import { walkFrom } from '../src/modules/social/search-costs.js';
-import { type Scope, socialStore } from '../src/modules/social/store.js';
+import { searchStore } from '../src/modules/social/search-store.js';
+import type { Scope } from '../src/modules/social/store.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { ledgerTotals } from './ledger.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -1102,7 +1103,7 @@ describe('search', () => {
     // As typed: every name holding a word that starts with it, and nothing walked.
     for (const typed of [word.slice(0, 4), word.slice(0, 8), `${word}i`, `@${word.slice(0, 8)} `]) {
       expect(await profilesFor(typed), typed).toHaveLength(DEFAULT_SEARCH_PER_GROUP);
-      const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+      const run = await searchStore(explaining(ctx.container.searchPool, true)).searchProfiles(
         { appId, mode: 'live' },
         typed,
         DEFAULT_SEARCH_PER_GROUP,
@@ -1253,7 +1254,7 @@ describe('search', () => {
     expect(usernames).toHaveLength(MAX_SEARCH_PER_GROUP);
     expect(usernames).toEqual(expect.arrayContaining(closest));
     expect(usernames.filter((u) => further.includes(u))).toHaveLength(MAX_SEARCH_PER_GROUP - closest.length);
-    const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+    const run = await searchStore(explaining(ctx.container.searchPool, true)).searchProfiles(
       { appId, mode: 'live' },
       typo,
       MAX_SEARCH_PER_GROUP,
@@ -1269,7 +1270,7 @@ describe('search', () => {
     const short = await member(key, `runs_${t}_2`, { full_name: `Jo${t} Ann` });
     const overlapping = await member(key, `runs_${t}_3`, { full_name: 'Anne Marie' });
     const search = (q: string) =>
-      socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+      searchStore(explaining(ctx.container.searchPool, true)).searchProfiles(
         { appId, mode: 'live' },
         q,
         DEFAULT_SEARCH_PER_GROUP,
@@ -1308,7 +1309,7 @@ describe('search', () => {
         for (const setting of ways[way]) await tx.query(setting);
         return run(tx);
       });
-    const search = (db: Db, q: string) => socialStore(db).searchProfiles({ appId, mode: 'live' }, q, 50);
+    const search = (db: Db, q: string) => searchStore(db).searchProfiles({ appId, mode: 'live' }, q, 50);
     const found = (way: keyof typeof ways, q: string) =>
       inWay(way, async (tx) => (await search(tx, q)).map((p) => p.username));
     const queries = [
@@ -1341,7 +1342,7 @@ describe('search', () => {
     // find that out.
     for (const q of ['-', '?! …', '..']) {
       expect(await profilesFor(q), q).toEqual([]);
-      const run = await socialStore(explaining(ctx.container.pool, true)).searchProfiles(
+      const run = await searchStore(explaining(ctx.container.searchPool, true)).searchProfiles(
         { appId, mode: 'live' },
         q,
         50,
@@ -1402,7 +1403,12 @@ describe('search', () => {
     expect((await read(key, `/v1/search?q=${wordless}&type=buzzes`)).json().buzzes).toEqual([]);
     const testsWords = async (q: string) =>
       JSON.stringify(
-        await socialStore(explaining(ctx.container.pool)).searchBuzzes({ appId, mode: 'live' }, q, 20, 1),
+        await searchStore(explaining(ctx.container.searchPool)).searchBuzzes(
+          { appId, mode: 'live' },
+          q,
+          20,
+          1,
+        ),
       ).includes('svc_words_by_app');
     expect(await testsWords('opening')).toBe(true);
     expect(await testsWords('?! …')).toBe(false);
@@ -1492,15 +1498,20 @@ describe('search', () => {
   }
   /** A buzz search run and explained, as the service runs it: with the planner's estimate of the app. */
   const explainedSearch = async (scope: Scope, q: string) => {
-    const store = socialStore(explaining(ctx.container.searchPool, true));
+    const store = searchStore(explaining(ctx.container.searchPool, true));
     return store.searchBuzzes(
       scope,
       q,
       20,
-      await socialStore(ctx.container.searchPool).buzzesEstimate(scope),
+      await searchStore(ctx.container.searchPool).buzzesEstimate(scope),
     );
   };
   const buzzesRead = (plan: unknown) => rowsRead(plan, (node) => node['Relation Name'] === 'buzzes');
+  /** Whether a plan run with `analyze` read the word index (a plan lists the branches it never ran). */
+  const readWordIndex = (plan: unknown) =>
+    planNodes(plan).some(
+      (node) => node['Index Name'] === 'buzzes_words_idx' && field(node, 'Actual Loops') > 0,
+    );
 
   it('walks the newest buzzes of an app with fewer than the walk in order, never reading them all', async () => {
     // One buzz in ten holds both words: common enough in the newest buzzes to be walked to.
@@ -1508,7 +1519,9 @@ describe('search', () => {
     await withBuzzes(count, 10, async (scope, q) => {
       // The probe's 1,000 and the walk's 2,000 to its 200 matches, not the app's 20,000 read in the
       // heap's order to be sorted (as the planner chose at PostgreSQL's default random_page_cost).
-      expect(buzzesRead(await explainedSearch(scope, q))).toBeLessThan(count / 4);
+      const plan = await explainedSearch(scope, q);
+      expect(buzzesRead(plan)).toBeLessThan(count / 4);
+      expect(readWordIndex(plan)).toBe(false);
     });
   });
 
@@ -1520,7 +1533,7 @@ describe('search', () => {
     await withBuzzes(count, 100, async (scope, q) => {
       const plan = await explainedSearch(scope, q);
       expect(buzzesRead(plan)).toBeLessThan(count / 4);
-      expect(JSON.stringify(plan)).toContain('buzzes_words_idx');
+      expect(readWordIndex(plan)).toBe(true);
     });
   });
 

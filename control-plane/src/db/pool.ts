@@ -55,11 +55,11 @@ const timestamptzParser = { name: 'timestamptz', parse: (value: string) => new D
 
 /**
  * The URL with a setting for every session it opens, after any the URL sets itself (PostgreSQL's
- * `options`: the last of a setting wins).
+ * `options`, where the last of a setting wins; of several `options` parameters slonik reads the last).
  */
 export function withSessionSetting(url: string, name: string, value: string): string {
   const parsed = new URL(url);
-  const options = parsed.searchParams.get('options');
+  const options = parsed.searchParams.getAll('options').at(-1);
   parsed.searchParams.set('options', `${options ? `${options} ` : ''}-c ${name}=${value}`);
   return parsed.toString();
 }

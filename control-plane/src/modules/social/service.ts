@@ -18,6 +18,7 @@ import {
 import { COMMENTED, commentPresenter, commentRow, commentsStore, newComment } from './comments-store.js';
 import { socialSandbox } from './sandbox.js';
 import { type BuzzRow, type ProfileRow, VOCABULARY_LOCK_WAIT_MS, VOCABULARY_PRUNE_BATCH } from './schema.js';
+import { searchStore } from './search-store.js';
 import { type Scope, socialStore } from './store.js';
 
 const presentProfile = (row: ProfileRow) => ({
@@ -77,7 +78,7 @@ export function createSocialService(deps: {
   sandbox: Sandbox;
 }) {
   const store = socialStore(deps.pool);
-  const searching = socialStore(deps.searchPool);
+  const searching = searchStore(deps.searchPool);
   // How many buzzes each app has, for search's choice between its two reads: an estimate, and it
   // moves slowly (no write invalidates it).
   const buzzEstimates = createSharedCache<number>({
