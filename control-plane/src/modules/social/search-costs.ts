@@ -10,6 +10,8 @@ import { SEARCH_BUZZ_CANDIDATES, SEARCH_BUZZ_PROBE, SEARCH_BUZZ_WALK } from './s
 const WALKED_BUZZ_US = 0.28;
 const INDEX_US = 1_200;
 const INDEX_MATCH_US = 1.4;
+/** The fewest of the probe's buzzes at which the walk's SEARCH_BUZZ_WALK can still fill the candidates. */
+const WITHIN_REACH = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
 
 /**
  * From how many of the probe's buzzes holding the words search walks to them rather than reading the
@@ -24,6 +26,5 @@ export function walkFrom(appBuzzes: number): number {
   const share =
     (Math.sqrt(INDEX_US ** 2 + 4 * perShare * SEARCH_BUZZ_CANDIDATES * WALKED_BUZZ_US) - INDEX_US) /
     (2 * perShare);
-  const withinReach = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
-  return Math.max(Math.ceil(share * SEARCH_BUZZ_PROBE), withinReach);
+  return Math.max(Math.ceil(share * SEARCH_BUZZ_PROBE), WITHIN_REACH);
 }
