@@ -11,7 +11,7 @@ import {
   SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
 import { walkFrom } from './search-costs.js';
-import { buzzColumns, inScope, profileColumns, type Scope } from './store.js';
+import { inScope, profileColumns, type Scope } from './store.js';
 
 /** A query of one word (as pg_trgm takes words: runs of letters and digits) of two characters or more. */
 const ONE_WORD = '^[^[:alnum:]]*[[:alnum:]]{2,}[^[:alnum:]]*$';
@@ -21,8 +21,9 @@ const Explained = z.object({
 });
 
 /**
- * Search's statements, apart from the rest of the app's data: they are to run where every call is
- * planned for its values (the core's searchPool), since their best plans depend on the words.
+ * Search's statements, apart from the rest of the app's data, on search's own connections (the core's
+ * searchPool), where every call is planned for its values: the profile search's best plans depend on
+ * the words. The buzz search's reads keep plans made once a session, in their function (0041).
  */
 export function searchStore(db: Db) {
   return {
@@ -182,50 +183,14 @@ export function searchStore(db: Db) {
      * once it has the candidates. Others, or when that walk came short: the word index, which reads
      * every match. The planner cannot choose between them itself: it takes the words of a query
      * as independent, and words that go together (two of one language) match far more buzzes than it
-     * expects, which made it fetch tens of thousands of matches for a page. For the same reason it is to
-     * be run where every call is planned for its values (the core's searchPool): a generic plan, made
-     * without the words, walked every buzz for a rare one.
+     * expects, which made it fetch tens of thousands of matches for a page. So the probe decides, as
+     * the search runs, in svc_search_buzzes (migration 0041), whose reads each have the one plan that
+     * serves every app, made once a session.
      */
-    searchBuzzes: (scope: Scope, q: string, limit: number, appBuzzes: number) => {
-      const query = sql.fragment`plainto_tsquery('simple', svc_fold(${q}))`;
-      // The query's words as the word index keys them (migration 0028).
-      const words = sql.fragment`svc_words_by_app(${scope.appId}, ${scope.mode}, to_tsvector('simple', svc_fold(${q})))`;
-      const newest = (count: number) => sql.fragment`
-        select b.pk, b.created_at, b.id, b.search from buzzes b
-        where ${inScope('b', scope)} and b.deleted_at is null
-        order by b.created_at desc, b.id desc
-        limit ${count}`;
-      const common = walkFrom(appBuzzes);
-      return db.any(sql.type(BuzzRow)`
-        with probe as (
-          select count(*) as found from (${newest(SEARCH_BUZZ_PROBE)}) w where w.search @@ ${query}
-        ), walked as (
-          -- Walked only for common words (a one-time filter: nothing is read otherwise).
-          select w.pk, w.created_at, w.id, ts_rank(w.search, ${query}) as rank
-          from (${newest(SEARCH_BUZZ_WALK)}) w
-          where (select found from probe) >= ${common} and w.search @@ ${query}
-          order by w.created_at desc, w.id desc
-          limit ${SEARCH_BUZZ_CANDIDATES}
-        ), indexed as (
-          -- For rare words, or when the walk came short (a one-time filter: not read otherwise). A
-          -- query without words reads nothing: the index would take it as found in every buzz.
-          select b.pk, b.created_at, b.id, ts_rank(b.search, ${query}) as rank
-          from buzzes b
-          where (select count(*) from walked) < ${SEARCH_BUZZ_CANDIDATES} and cardinality(${words}) > 0
-            and svc_words_by_app(b.app_id, b.mode, b.search) @> ${words}
-            and ${inScope('b', scope)} and b.search @@ ${query} and b.deleted_at is null
-          order by b.created_at desc, b.id desc
-          limit ${SEARCH_BUZZ_CANDIDATES}
-        ), matches as (
-          select * from walked where (select count(*) from walked) = ${SEARCH_BUZZ_CANDIDATES}
-          union all
-          select * from indexed
-        ), best as (
-          select * from matches order by rank desc, created_at desc, id desc limit ${limit}
-        )
-        select ${buzzColumns}
-        from best join buzzes b on b.pk = best.pk join profiles a on a.pk = b.author_pk
-        order by best.rank desc, best.created_at desc, best.id desc`);
-    },
+    searchBuzzes: (scope: Scope, q: string, limit: number, appBuzzes: number) =>
+      db.any(sql.type(BuzzRow)`
+        select pk, id, type, text, reactions, comments, created_at, author_pk, author_id, author_username
+        from svc_search_buzzes(${scope.appId}, ${scope.mode}, ${q}, ${limit}, ${walkFrom(appBuzzes)},
+                               ${SEARCH_BUZZ_PROBE}, ${SEARCH_BUZZ_WALK}, ${SEARCH_BUZZ_CANDIDATES})`),
   };
 }

@@ -15,7 +15,7 @@ export interface Scope {
 export const profileColumns = sql.fragment`
   p.pk, p.user_id, p.username, p.full_name, p.category, p.followers, p.following, p.buzzes, p.verified,
   p.created_at`;
-export const buzzColumns = sql.fragment`
+const buzzColumns = sql.fragment`
   b.pk, b.id, b.type, b.text, b.reactions, b.comments, b.created_at, b.author_pk,
   a.user_id as author_id, a.username as author_username`;
 export const inScope = (alias: string, scope: Scope) =>
