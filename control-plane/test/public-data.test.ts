@@ -17,6 +17,7 @@ import {
   SEARCH_BUZZ_PROBE,
   SEARCH_BUZZ_WALK,
   SEARCH_PROFILE_NEAREST,
+  SEARCH_PROFILE_WORDS_READ,
   USER_LIMITS,
 } from '../src/modules/social/schema.js';
 import { walkFrom } from '../src/modules/social/search-costs.js';
@@ -150,30 +151,44 @@ const rowsRead = (plan: unknown, counted: (node: Record<string, unknown>) => boo
   );
 
 /**
- * What a buzz search read, run as the service runs it (with the planner's estimate of the app), from
- * PostgreSQL's counters of the connection, read before and after it in one transaction (they also hold
- * earlier transactions' counts not yet reported): how often the listing index (the probe and the walk)
- * and the word index were scanned, and the entries each gave. Its reads are statements of its function
- * (migration 0041), which an `explain` of the search does not show.
+ * How often `run` scanned each of `indexes` on one of search's connections, and the entries each gave,
+ * from PostgreSQL's counters of the connection read before and after it in one transaction (they also
+ * hold earlier transactions' counts not yet reported). Search's reads in its functions (migrations 0041,
+ * 0042) are statements an `explain` of the search does not show.
  */
-async function buzzSearchReads(scope: Scope, q: string) {
+async function indexReads<Index extends string>(
+  indexes: readonly Index[],
+  run: (db: Db) => Promise<unknown>,
+) {
   const Counted = z.object({ scans: z.number(), entries: z.number() });
   return ctx.container.searchPool.transaction(async (tx) => {
-    const counters = async (index: string) =>
-      tx.one(sql.type(Counted)`
-        select pg_stat_get_xact_numscans(${index}::regclass)::int as scans,
-               pg_stat_get_xact_tuples_returned(${index}::regclass)::int as entries`);
-    const indexes = ['buzzes_listing_idx', 'buzzes_words_idx'] as const;
-    const before = await Promise.all(indexes.map(counters));
+    const counters = () =>
+      Promise.all(
+        indexes.map((index) =>
+          tx.one(sql.type(Counted)`
+            select pg_stat_get_xact_numscans(${index}::regclass)::int as scans,
+                   pg_stat_get_xact_tuples_returned(${index}::regclass)::int as entries`),
+        ),
+      );
+    const before = await counters();
+    await run(tx);
+    const after = await counters();
+    return Object.fromEntries(
+      indexes.map((index, i) => [
+        index,
+        { scans: after[i]!.scans - before[i]!.scans, entries: after[i]!.entries - before[i]!.entries },
+      ]),
+    ) as Record<Index, z.infer<typeof Counted>>;
+  });
+}
+
+/** What a buzz search read, run as the service runs it (with the planner's estimate of the app). */
+async function buzzSearchReads(scope: Scope, q: string) {
+  const read = await indexReads(['buzzes_listing_idx', 'buzzes_words_idx'], async (tx) => {
     const store = searchStore(tx);
     await store.searchBuzzes(scope, q, 20, await store.buzzesEstimate(scope));
-    const after = await Promise.all(indexes.map(counters));
-    const read = (i: number) => ({
-      scans: after[i]!.scans - before[i]!.scans,
-      entries: after[i]!.entries - before[i]!.entries,
-    });
-    return { listing: read(0), words: read(1) };
   });
+  return { listing: read.buzzes_listing_idx, words: read.buzzes_words_idx };
 }
 
 /**
@@ -1363,6 +1378,32 @@ describe('search', () => {
       );
     expect(await walks('nearest')).toBe(true);
     expect(await walks('matches')).toBe(false);
+  });
+
+  it('reads the terms nearest a word only when no word starts with it, and only the words it starts', async () => {
+    const vocabulary = [
+      'profile_vocabulary_pkey',
+      'profile_vocabulary_words_idx',
+      'profile_vocabulary_pairs_idx',
+    ] as const;
+    const reads = async (q: string) => {
+      const read = await indexReads(['profile_words_pkey', ...vocabulary], (tx) =>
+        searchStore(tx).searchProfiles({ appId, mode: 'live' }, q, DEFAULT_SEARCH_PER_GROUP),
+      );
+      return {
+        words: read.profile_words_pkey,
+        vocabularyScans: sum(vocabulary.map((index) => read[index].scans)),
+      };
+    };
+    const started = await reads('zephyr');
+    expect(started.words.scans).toBe(1);
+    expect(started.words.entries).toBeGreaterThan(0);
+    expect(started.words.entries).toBeLessThanOrEqual(SEARCH_PROFILE_WORDS_READ);
+    expect(started.vocabularyScans).toBe(0);
+    // A typo that no word starts with: the words nearest it, then the pairs, since the words' holders
+    // are fewer than a page.
+    expect(await profilesFor('zephyrime')).toEqual([expect.stringMatching(/^zephyrine_quartz_/)]);
+    expect((await reads('zephyrime')).vocabularyScans).toBeGreaterThanOrEqual(2);
   });
 
   it('reads no name for a query without a letter or digit', async () => {

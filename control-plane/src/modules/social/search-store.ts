@@ -36,7 +36,8 @@ export function searchStore(db: Db) {
      * The names close to a one-word query are looked up among the names' words, never walked: the
      * names with the word itself, then those with a word starting with it, which are as close as any
      * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
-     * of neighbouring words nearest to it (migration 0037).
+     * of neighbouring words nearest to it (migration 0037). svc_profile_word_matches (0042) finds
+     * them: the first with a plan kept for the session, the others planned only when they are needed.
      *
      * To be run where every call is planned for its values (the core's searchPool), because for
      * several words how many names q matches decides how to find the nearest: a few, and the GIN
@@ -56,98 +57,21 @@ export function searchStore(db: Db) {
           and ${inScope('p', scope)} and svc_fold(${q}) <% p.search_name
         order by (p.search_name || '') <->> svc_fold(${q})
         limit ${SEARCH_PROFILE_NEAREST}`;
-      // A branch for one kind of query only, its kind tested at its top: when q is of the other kind,
-      // the planner drops the branch unplanned (a subquery whose own filter is a constant false). The
-      // same test deeper inside left it every layer above to plan: 0.1-0.25 ms a query of several words.
-      const onlyIf = (oneWord: boolean, branch: FragmentSqlToken) => sql.fragment`
-        select gated.pk from (${branch}) gated
-        where svc_fold(${q}) ${oneWord ? sql.fragment`~` : sql.fragment`!~`} ${ONE_WORD}`;
-      // The one word of a one-word query, and whether a name is close to q, tested as <% does (which
-      // the planner does not estimate from the statistics).
-      const word = sql.fragment`substring(svc_fold(${q}) from '[[:alnum:]]+')`;
+      // Whether a name is close to q, tested as <% does (which the planner does not estimate from the
+      // statistics).
       const close = sql.fragment`word_similarity(svc_fold(${q}), p.search_name)
         >= current_setting('pg_trgm.word_similarity_threshold')::real`;
-      // The names holding the terms of the app's names nearest to a one-word query (migration 0037:
-      // its words, or its pairs of neighbouring words as "w1 w2"), each term tested once, however many
-      // names hold it. A term's trigrams are a run of its names' own, so each holder is at least as
-      // close as the term: no name is tested. The first holders in the terms' order, each name once
-      // (a name may hold several such terms), a one-time filter `when` first.
-      const holdersOfNearestTerms = (when: FragmentSqlToken, kind: 'words' | 'pairs') => {
-        const [isKind, holders] =
-          kind === 'words'
-            ? [
-                sql.fragment`strpos(v.term, ' ') = 0`,
-                sql.fragment`select w.profile_pk as pk from profile_words w where ${inScope('w', scope)} and w.word = v.term`,
-              ]
-            : [
-                sql.fragment`strpos(v.term, ' ') > 0`,
-                sql.fragment`select w.profile_pk as pk from profile_word_pairs w where ${inScope('w', scope)} and w.pair = v.term`,
-              ];
-        return onlyIf(
-          true,
-          sql.fragment`
-          select named.pk from (
-            select distinct on (held.pk) held.pk, held.distance, held.term from (
-              select t.pk, v.distance, v.term
-              from (
-                select v.term, svc_fold(${q}) <<-> v.term as distance from profile_vocabulary v
-                where ${when} and ${inScope('v', scope)} and ${isKind} and svc_fold(${q}) <% v.term
-                order by distance, v.term
-              ) v
-              cross join lateral (${holders}) t
-              order by v.distance, v.term
-              limit ${SEARCH_PROFILE_WORDS_READ}
-            ) held
-            order by held.pk, held.distance, held.term
-          ) named
-          order by named.distance, named.term, named.pk
-          limit ${SEARCH_PROFILE_NEAREST}`,
-        );
-      };
       return db.any(sql.type(ProfileRow)`
-        with worded as (
-          -- One word of two characters or more, whatever surrounds it ("@rodri ": pg_trgm reads the
-          -- words alone), a constant test: otherwise nothing is read. The names holding the words that
-          -- start with it, in the words' order, the word itself ahead of the longer ones; each name
-          -- once (it may hold several such words: maria92 María) and a match (a threshold raised above
-          -- 2/3 would refuse two-letter prefixes).
-          ${onlyIf(
-            true,
-            sql.fragment`
-          select named.pk from (
-            select w.profile_pk as pk, min(w.word) as first from (
-              select w.profile_pk, w.word from profile_words w
-              where ${inScope('w', scope)} and w.word like ${word} || '%'
-              order by w.word
-              limit ${SEARCH_PROFILE_WORDS_READ}
-            ) w
-            group by w.profile_pk
-            order by first
-            limit ${SEARCH_PROFILE_NEAREST}
-          ) named
-          join profiles p on p.pk = named.pk
-          where ${close}`,
-          )}
-        ), typos as (
-          -- When no word starts with it: the names holding the words nearest to it (a typo).
-          ${holdersOfNearestTerms(sql.fragment`not exists (select from worded)`, 'words')}
-        ), run_together as (
-          -- When those are fewer: the names holding the pairs of neighbouring words nearest to it (two
-          -- words run together, "jeanpierre", maybe with a typo).
-          ${holdersOfNearestTerms(
-            sql.fragment`not exists (select from worded) and (select count(*) from typos) < ${SEARCH_PROFILE_NEAREST}`,
-            'pairs',
-          )}
-        ), candidates as (
-          select pk from worded
-          union
-          select pk from typos
-          union
-          select pk from run_together
+        with candidates as (
+          -- One word: the names holding a word that starts with it, or else the words or pairs of
+          -- words nearest to it (migrations 0036, 0037, 0042).
+          select m.pk from svc_profile_word_matches(${scope.appId}, ${scope.mode}, ${q},
+                                                    ${SEARCH_PROFILE_NEAREST}, ${SEARCH_PROFILE_WORDS_READ}) m (pk)
           union
           -- Several words (or one letter) walk the nearest names: one word never does, whatever it
-          -- finds, since a walk to names that are not there reads the whole index (a one-time filter).
-          ${onlyIf(false, nearest(sql.fragment``))}
+          -- finds, since a walk to names that are not there reads the whole index. The test at the
+          -- branch's top, where its value drops the branch unplanned for a word.
+          select gated.pk from (${nearest(sql.fragment``)}) gated where svc_fold(${q}) !~ ${ONE_WORD}
           union
           (${nearest(sql.fragment`and p.verified`)})
           union
