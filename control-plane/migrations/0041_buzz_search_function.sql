@@ -18,14 +18,15 @@
 -- turns: 23.4 -> 12.6 ms a round in an app of 200,000 buzzes, 22.1 -> 12.0 ms in one of 1,000,000.
 --
 -- The settings are the function's own: each is restored when it returns, and set_config inside it
--- changes only those. Its tables and functions are qualified: a PL/pgSQL body is resolved when it runs,
--- in the caller's search path (as svc_fold's, 0039).
+-- changes only those. Its search path is the migration's: a PL/pgSQL body is resolved when it runs, in
+-- the caller's search path otherwise (svc_fold, 0039, names its schema instead).
 create function svc_search_buzzes(
   p_app_id text, p_mode text, p_q text, p_limit int, p_walk_from int, p_probe int, p_walk int,
   p_candidates int
 ) returns table (pk bigint, id text, type text, text text, reactions int, comments int,
                  created_at timestamptz, author_pk bigint, author_id text, author_username text)
   language plpgsql stable
+  set search_path from current
   set plan_cache_mode = force_generic_plan
   set enable_seqscan = off
   set enable_bitmapscan = off
@@ -33,10 +34,10 @@ create function svc_search_buzzes(
   as $$
 #variable_conflict use_column
 declare
-  folded text := public.svc_fold(p_q);
+  folded text := svc_fold(p_q);
   query tsquery := plainto_tsquery('simple', folded);
   -- The query's words as the word index keys them (migration 0028).
-  words text[] := public.svc_words_by_app(p_app_id, p_mode, to_tsvector('simple', folded));
+  words text[] := svc_words_by_app(p_app_id, p_mode, to_tsvector('simple', folded));
   -- How many of the newest buzzes (SEARCH_BUZZ_PROBE) match.
   probed bigint;
   -- The candidates: the newest matches, SEARCH_BUZZ_CANDIDATES at most.
@@ -50,7 +51,7 @@ begin
     return;
   end if;
   select count(*) into probed from (
-    select b.search from public.buzzes b
+    select b.search from buzzes b
     where b.app_id = p_app_id and b.mode = p_mode and b.deleted_at is null
     order by b.created_at desc, b.id desc
     limit p_probe) w
@@ -62,7 +63,7 @@ begin
       into matched_pks, matched_at, matched_ids, matched_ranks
     from (
       select w.pk, w.created_at, w.id, w.search from (
-        select b.pk, b.created_at, b.id, b.search from public.buzzes b
+        select b.pk, b.created_at, b.id, b.search from buzzes b
         where b.app_id = p_app_id and b.mode = p_mode and b.deleted_at is null
         order by b.created_at desc, b.id desc
         limit p_walk) w
@@ -79,8 +80,8 @@ begin
       into matched_pks, matched_at, matched_ids, matched_ranks
     from (
       select b.pk, b.created_at, b.id, ts_rank(b.search, query) as rank
-      from public.buzzes b
-      where public.svc_words_by_app(b.app_id, b.mode, b.search) @> words
+      from buzzes b
+      where svc_words_by_app(b.app_id, b.mode, b.search) @> words
         and (b.app_id || '') = p_app_id and b.mode = p_mode and b.search @@ query
         and b.deleted_at is null
       order by b.created_at desc, b.id desc
@@ -97,7 +98,7 @@ begin
         as m (pk, created_at, id, rank)
       order by m.rank desc, m.created_at desc, m.id desc
       limit p_limit) best
-    join public.buzzes b on b.pk = best.pk
-    join public.profiles a on a.pk = b.author_pk
+    join buzzes b on b.pk = best.pk
+    join profiles a on a.pk = b.author_pk
     order by best.rank desc, best.created_at desc, best.id desc;
 end $$;

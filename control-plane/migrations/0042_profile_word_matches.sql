@@ -10,18 +10,72 @@
 --     prefix's range (no sequential or bitmap scan: no app's words read whole and sorted). The words are
 --     in the C collation and hold letters and digits only (0036), so the range from the prefix to the
 --     prefix followed by U+10FFFF, the last code point, holds exactly the words that start with it;
---   - only when there are none, the terms nearest to it: bitmap scans only, so the vocabulary is read
+--   - only when there are none, the terms nearest to it (svc_nearest_word_holders, then
+--     svc_nearest_pair_holders, made from one text): bitmap scans only, so the vocabulary is read
 --     through its trigram index (GIN serves nothing else), never by an index scan over the app's terms
 --     testing each; their holders come the same way.
 -- The same names as the CTEs, in the same order (22 queries in three apps of 100,000, 20,000 and a
 -- handful of profiles). On one connection, the names of a typo 1.2 -> 0.3 ms, of a prefix 0.4 ms.
 --
--- The settings are the function's own and end with it. Its tables and functions are qualified: a
--- PL/pgSQL body is resolved when it runs, in the caller's search path (as svc_fold's, 0039).
+-- The settings are the functions' own and end with them. Their search path is the migration's: a
+-- PL/pgSQL body is resolved when it runs, in the caller's search path otherwise (svc_fold, 0039, names
+-- its schema instead).
+-- The names holding the terms of the app's names nearest to a one-word query (migration 0037), of one
+-- kind: its words, or its pairs of neighbouring words as "w1 w2". Each term is tested once, however many
+-- names hold it. A term's trigrams are a run of its names' own, so each holder is at least as close as
+-- the term: no name is tested. The first holders in the terms' order, each name once (a name may hold
+-- several such terms).
+do $make$
+declare
+  kind record;
+begin
+  for kind in
+    select * from (values
+      ('svc_nearest_word_holders', $k$strpos(v.term, ' ') = 0$k$, 'profile_words', 'word'),
+      ('svc_nearest_pair_holders', $k$strpos(v.term, ' ') > 0$k$, 'profile_word_pairs', 'pair')
+    ) kinds (name, is_kind, holders, term)
+  loop
+    execute format($f$
+      create function %1$I(
+        p_app_id text, p_mode text, p_folded text, p_nearest int, p_words_read int
+      ) returns setof bigint
+        language plpgsql stable
+        set search_path from current
+  set plan_cache_mode = force_generic_plan
+        set enable_seqscan = off
+        set enable_bitmapscan = on
+        set enable_indexscan = off
+        set enable_indexonlyscan = off
+        as $body$
+      begin
+        return query
+        select named.pk from (
+          select distinct on (held.pk) held.pk, held.distance, held.term from (
+            select t.pk, v.distance, v.term
+            from (
+              select v.term, p_folded <<-> v.term as distance from profile_vocabulary v
+              where v.app_id = p_app_id and v.mode = p_mode and %2$s and p_folded <%% v.term
+              order by distance, v.term
+            ) v
+            cross join lateral (
+              select h.profile_pk as pk from %3$I h
+              where h.app_id = p_app_id and h.mode = p_mode and h.%4$I = v.term) t
+            order by v.distance, v.term
+            limit p_words_read
+          ) held
+          order by held.pk, held.distance, held.term
+        ) named
+        order by named.distance, named.term, named.pk
+        limit p_nearest;
+      end $body$$f$, kind.name, kind.is_kind, kind.holders, kind.term);
+  end loop;
+end $make$;
+
 create function svc_profile_word_matches(
   p_app_id text, p_mode text, p_q text, p_nearest int, p_words_read int
 ) returns setof bigint
   language plpgsql stable
+  set search_path from current
   set plan_cache_mode = force_generic_plan
   set enable_seqscan = off
   set enable_bitmapscan = off
@@ -29,7 +83,7 @@ create function svc_profile_word_matches(
   set enable_indexonlyscan = on
   as $$
 declare
-  folded text := public.svc_fold(p_q);
+  folded text := svc_fold(p_q);
   prefix text;
   found_pks bigint[];
   typo_pks bigint[];
@@ -45,67 +99,26 @@ begin
   -- threshold raised above 2/3 would refuse two-letter prefixes).
   select array_agg(p.pk) into found_pks from (
     select w.profile_pk as pk, min(w.word) as first from (
-      select w.profile_pk, w.word from public.profile_words w
+      select w.profile_pk, w.word from profile_words w
       where w.app_id = p_app_id and w.mode = p_mode and w.word >= prefix and w.word < prefix || chr(1114111)
       order by w.word
       limit p_words_read) w
     group by w.profile_pk
     order by first
     limit p_nearest) named
-  join public.profiles p on p.pk = named.pk
+  join profiles p on p.pk = named.pk
   where word_similarity(folded, p.search_name) >= current_setting('pg_trgm.word_similarity_threshold')::real;
   if found_pks is not null then
     return query select unnest(found_pks);
     return;
   end if;
-  perform set_config('enable_bitmapscan', 'on', true), set_config('enable_indexscan', 'off', true),
-          set_config('enable_indexonlyscan', 'off', true);
-  -- When no word starts with it: the names holding the terms of the app's names nearest to it
-  -- (migration 0037), each term tested once, however many names hold it. A term's trigrams are a run
-  -- of its names' own, so each holder is at least as close as the term: no name is tested. The first
-  -- holders in the terms' order, each name once (a name may hold several such terms). First its
-  -- words (a typo).
-  select array_agg(named.pk) into typo_pks from (
-    select named.pk from (
-      select distinct on (held.pk) held.pk, held.distance, held.term from (
-        select t.pk, v.distance, v.term
-        from (
-          select v.term, folded <<-> v.term as distance from public.profile_vocabulary v
-          where v.app_id = p_app_id and v.mode = p_mode and strpos(v.term, ' ') = 0 and folded <% v.term
-          order by distance, v.term
-        ) v
-        cross join lateral (
-          select w.profile_pk as pk from public.profile_words w
-          where w.app_id = p_app_id and w.mode = p_mode and w.word = v.term) t
-        order by v.distance, v.term
-        limit p_words_read
-      ) held
-      order by held.pk, held.distance, held.term
-    ) named
-    order by named.distance, named.term, named.pk
-    limit p_nearest) named;
+  -- When no word starts with it: the names holding the words nearest to it (a typo); when those are
+  -- fewer, also those holding the pairs nearest to it (two words run together, "jeanpierre", maybe
+  -- with a typo).
+  select array_agg(pk) into typo_pks
+  from svc_nearest_word_holders(p_app_id, p_mode, folded, p_nearest, p_words_read) pk;
   return query select unnest(typo_pks);
-  -- When those are fewer: its pairs of neighbouring words as "w1 w2" (two words run together,
-  -- "jeanpierre", maybe with a typo).
   if coalesce(cardinality(typo_pks), 0) < p_nearest then
-    return query
-    select named.pk from (
-      select distinct on (held.pk) held.pk, held.distance, held.term from (
-        select t.pk, v.distance, v.term
-        from (
-          select v.term, folded <<-> v.term as distance from public.profile_vocabulary v
-          where v.app_id = p_app_id and v.mode = p_mode and strpos(v.term, ' ') > 0 and folded <% v.term
-          order by distance, v.term
-        ) v
-        cross join lateral (
-          select w.profile_pk as pk from public.profile_word_pairs w
-          where w.app_id = p_app_id and w.mode = p_mode and w.pair = v.term) t
-        order by v.distance, v.term
-        limit p_words_read
-      ) held
-      order by held.pk, held.distance, held.term
-    ) named
-    order by named.distance, named.term, named.pk
-    limit p_nearest;
+    return query select svc_nearest_pair_holders(p_app_id, p_mode, folded, p_nearest, p_words_read);
   end if;
 end $$;
