@@ -31,6 +31,7 @@ create function svc_search_buzzes(
   set enable_seqscan = off
   set enable_bitmapscan = off
   set enable_indexscan = on
+  set enable_indexonlyscan = off
   as $$
 #variable_conflict use_column
 declare

@@ -13,8 +13,6 @@ import {
 import { walkFrom } from './search-costs.js';
 import { inScope, profileColumns, type Scope } from './store.js';
 
-/** A query of one word (as pg_trgm takes words: runs of letters and digits) of two characters or more. */
-const ONE_WORD = '^[^[:alnum:]]*[[:alnum:]]{2,}[^[:alnum:]]*$';
 /** What `explain (format json)` answers, as far as it is read. */
 const Explained = z.object({
   'QUERY PLAN': z.array(z.object({ Plan: z.object({ 'Plan Rows': z.number() }) })),
@@ -37,7 +35,7 @@ export function searchStore(db: Db) {
      * names with the word itself, then those with a word starting with it, which are as close as any
      * name can be (migration 0036); when no word starts with it, the names holding the words or pairs
      * of neighbouring words nearest to it (migration 0037). svc_profile_word_matches (0042) finds
-     * them: the first with a plan kept for the session, the others planned only when they are needed.
+     * them, each read with a plan kept for the session, the nearest terms only when they are needed.
      *
      * To be run where every call is planned for its values (the core's searchPool), because for
      * several words how many names q matches decides how to find the nearest: a few, and the GIN
@@ -71,7 +69,7 @@ export function searchStore(db: Db) {
           -- Several words (or one letter) walk the nearest names: one word never does, whatever it
           -- finds, since a walk to names that are not there reads the whole index. The test at the
           -- branch's top, where its value drops the branch unplanned for a word.
-          select gated.pk from (${nearest(sql.fragment``)}) gated where svc_fold(${q}) !~ ${ONE_WORD}
+          select gated.pk from (${nearest(sql.fragment``)}) gated where not svc_one_word(svc_fold(${q}))
           union
           (${nearest(sql.fragment`and p.verified`)})
           union
