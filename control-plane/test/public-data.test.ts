@@ -1539,8 +1539,7 @@ describe('search', () => {
   /**
    * Runs `check` on an app of `count` buzzes of which one in `every` holds two words (the query), its
    * buzzes analyzed, then deletes them. Their times are shuffled against the order they are written
-   * in (7,919 is prime to the counts), as a busy app's buzzes lie in the heap: written in time order, a
-   * walk would read the heap in order too, and look cheap at any cost of reading out of order.
+   * in (7,919 is prime to the counts), as a busy app's buzzes lie in the heap.
    */
   async function withBuzzes(count: number, every: number, check: (scope: Scope, q: string) => Promise<void>) {
     const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: FUNDS });
