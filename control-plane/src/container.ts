@@ -175,7 +175,6 @@ export async function createContainer(
   const social = createSocialService({
     pool,
     searchPool: core.searchPool,
-    bus,
     clock,
     outbox,
     cursors,

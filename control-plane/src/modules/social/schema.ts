@@ -22,11 +22,10 @@ export const MAX_CAPTION_CHARACTERS = 500;
 /** Search ranks the newest matching buzzes: a common word does not rank the whole history. */
 export const SEARCH_BUZZ_CANDIDATES = 200;
 /**
- * Search finds the newest matches of words common enough (in the app's newest 1,000 buzzes, at least
- * walkFrom(the app's size), never fewer than 4) by reading the app's newest buzzes in order, at most
- * this many, and stops at the candidates it needs: a few milliseconds, where the word index would
- * fetch every one of their matches (tens of thousands) to find the newest. Rarer words go to the
- * index, which then has few to fetch.
+ * Search finds the newest matches of words common enough in the app's newest buzzes by reading those
+ * in order, at most this many, and stops at the candidates it needs: a few milliseconds, where the
+ * word index would fetch every match of a week or more. Rarer words go to the index, read from the
+ * newest week back (svc_search_buzzes, migration 0043, chooses with search-costs.ts).
  */
 export const SEARCH_BUZZ_WALK = 60_000;
 /** How many of the newest buzzes tell whether the words are common enough to walk. */

@@ -1,30 +1,14 @@
-import { SEARCH_BUZZ_CANDIDATES, SEARCH_BUZZ_PROBE, SEARCH_BUZZ_WALK } from './schema.js';
-
 /*
- * What finding a buzz search's candidates costs PostgreSQL, by way of reading: the walk tests the
- * newest buzzes one by one, about 0.28 µs each; the word index costs about 1.2 ms more, plus 1.4 µs for
- * each match it fetches. Fitted to 116 of bench/public-data.ts's two-word queries run both ways on two
- * cores, 185,000 buzzes (timed runs: EXPLAIN ANALYZE's timing doubles the walk's cost). Only their
- * ratios matter, since they choose.
+ * What finding a buzz search's candidates costs PostgreSQL, by way of reading, for svc_search_buzzes
+ * (migration 0043) to choose between its two reads as it runs: the walk tests the newest buzzes one by
+ * one; the word index costs a fixed part, plus each match it fetches (the candidates, and at worst a
+ * week's more). Only their ratios matter, since they choose. Fitted to bench/public-data.ts's queries in
+ * an app of 1,000,000 buzzes, each read both ways (timed runs, two cores): the walk of 30,000 buzzes to
+ * two words took 8.8 ms above the probe; the index took 1.1 ms for a few hundred matches, 3.6 ms for
+ * one common word's 3,500.
  */
-const WALKED_BUZZ_US = 0.28;
-const INDEX_US = 1_200;
-const INDEX_MATCH_US = 1.4;
-/** The fewest of the probe's buzzes at which the walk's SEARCH_BUZZ_WALK can still fill the candidates. */
-const WITHIN_REACH = Math.ceil((SEARCH_BUZZ_CANDIDATES * SEARCH_BUZZ_PROBE) / SEARCH_BUZZ_WALK);
-
-/**
- * From how many of the probe's buzzes holding the words search walks to them rather than reading the
- * word index, in an app of `appBuzzes` buzzes. For a share d of buzzes holding them, the walk reads
- * SEARCH_BUZZ_CANDIDATES / d buzzes whatever the app's size, and the index fetches d × appBuzzes
- * matches: the bigger the app, the rarer the words it pays to walk to (1.3% of the buzzes at 200,000,
- * 0.6% at a million). Never fewer than the walk needs to fill the candidates within its reach.
- */
-export function walkFrom(appBuzzes: number): number {
-  // The share at which both cost the same: INDEX_MATCH_US·N·d² + INDEX_US·d − CANDIDATES·WALKED_BUZZ_US = 0.
-  const perShare = INDEX_MATCH_US * Math.max(appBuzzes, 1);
-  const share =
-    (Math.sqrt(INDEX_US ** 2 + 4 * perShare * SEARCH_BUZZ_CANDIDATES * WALKED_BUZZ_US) - INDEX_US) /
-    (2 * perShare);
-  return Math.max(Math.ceil(share * SEARCH_BUZZ_PROBE), WITHIN_REACH);
-}
+export const SEARCH_COSTS = {
+  walkedBuzzUs: 0.28,
+  indexReadUs: 500,
+  indexMatchUs: 1.0,
+} as const;

@@ -1,5 +1,4 @@
 import { type FragmentSqlToken, sql } from 'slonik';
-import { z } from 'zod';
 import type { Db } from '../../platform/transaction.js';
 import {
   BuzzRow,
@@ -10,18 +9,13 @@ import {
   SEARCH_PROFILE_NEAREST,
   SEARCH_PROFILE_WORDS_READ,
 } from './schema.js';
-import { walkFrom } from './search-costs.js';
+import { SEARCH_COSTS } from './search-costs.js';
 import { inScope, profileColumns, type Scope } from './store.js';
-
-/** What `explain (format json)` answers, as far as it is read. */
-const Explained = z.object({
-  'QUERY PLAN': z.array(z.object({ Plan: z.object({ 'Plan Rows': z.number() }) })),
-});
 
 /**
  * Search's statements, apart from the rest of the app's data, on search's own connections (the core's
  * searchPool), where every call is planned for its values: the profile search's best plans depend on
- * the words. The buzz search's reads keep plans made once a session, in their function (0041).
+ * the words. The buzz search's reads keep plans made once a session, in their function (0041, 0043).
  */
 export function searchStore(db: Db) {
   return {
@@ -88,31 +82,24 @@ export function searchStore(db: Db) {
         limit ${limit}`);
     },
 
-    /** How many buzzes the app has (deleted ones aside), as the planner estimates it: counting reads them all. */
-    buzzesEstimate: async (scope: Scope) => {
-      const [explained] = await db.oneFirst(sql.type(Explained)`
-        explain (format json) select from buzzes b where ${inScope('b', scope)} and b.deleted_at is null`);
-      return explained!.Plan['Plan Rows'];
-    },
-
     /**
      * Buzzes holding every word of q (accents and case ignored): the newest matches, best ranked
      * first, joined to their authors only once the page is cut.
      *
-     * The newest matches come from whichever of two reads finds them cheaply. Words common enough in
-     * the app's newest SEARCH_BUZZ_PROBE buzzes (walkFrom: the fewer, the bigger the app, `appBuzzes`
-     * as the planner estimates it): its newest SEARCH_BUZZ_WALK buzzes tested in order, which stops
-     * once it has the candidates. Others, or when that walk came short: the word index, which reads
-     * every match. The planner cannot choose between them itself: it takes the words of a query
-     * as independent, and words that go together (two of one language) match far more buzzes than it
-     * expects, which made it fetch tens of thousands of matches for a page. So the probe decides, as
-     * the search runs, in svc_search_buzzes (migration 0041), whose reads each have the one plan that
-     * serves every app, made once a session.
+     * The newest matches come from whichever of two reads finds them cheaply, chosen as the search
+     * runs by svc_search_buzzes (migration 0043) from a probe of the app's newest SEARCH_BUZZ_PROBE
+     * buzzes, which tells how common the words are and how many buzzes a week brings: its newest
+     * SEARCH_BUZZ_WALK buzzes tested in order, which stops once it has the candidates; or the word
+     * index, keyed by week, read from the newest week back until it has them. The planner cannot
+     * choose between them itself: it takes the words of a query as independent, and words that go
+     * together (two of one language) match far more buzzes than it expects. Each read has the one plan
+     * that serves every app, made once a session.
      */
-    searchBuzzes: (scope: Scope, q: string, limit: number, appBuzzes: number) =>
+    searchBuzzes: (scope: Scope, q: string, limit: number) =>
       db.any(sql.type(BuzzRow)`
         select pk, id, type, text, reactions, comments, created_at, author_pk, author_id, author_username
-        from svc_search_buzzes(${scope.appId}, ${scope.mode}, ${q}, ${limit}, ${walkFrom(appBuzzes)},
-                               ${SEARCH_BUZZ_PROBE}, ${SEARCH_BUZZ_WALK}, ${SEARCH_BUZZ_CANDIDATES})`),
+        from svc_search_buzzes(${scope.appId}, ${scope.mode}, ${q}, ${limit}, ${SEARCH_BUZZ_PROBE},
+                               ${SEARCH_BUZZ_WALK}, ${SEARCH_BUZZ_CANDIDATES}, ${SEARCH_COSTS.walkedBuzzUs},
+                               ${SEARCH_COSTS.indexReadUs}, ${SEARCH_COSTS.indexMatchUs})`),
   };
 }

@@ -1,6 +1,5 @@
 import type { DatabasePool } from 'slonik';
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
-import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
@@ -57,9 +56,6 @@ const usernameTaken = (username: string) =>
 
 /** The SQLSTATE of a lock not had within lock_timeout. */
 const LOCK_NOT_AVAILABLE = '55P03';
-/** How long an app's buzz estimate serves search (the planner's, as fresh as the last ANALYZE). */
-const BUZZ_ESTIMATE_TTL_MS = 10 * 60_000;
-const BUZZ_ESTIMATES_KEPT = 10_000;
 
 /**
  * Profiles, buzzes, reactions, comments, follows and search: the app's public data, per app and key
@@ -71,7 +67,6 @@ export function createSocialService(deps: {
   pool: DatabasePool;
   /** Where search runs (the core's searchPool). */
   searchPool: DatabasePool;
-  bus: InvalidationBus;
   clock: Clock;
   outbox: Outbox;
   cursors: Cursors;
@@ -79,14 +74,6 @@ export function createSocialService(deps: {
 }) {
   const store = socialStore(deps.pool);
   const searching = searchStore(deps.searchPool);
-  // How many buzzes each app has, for search's choice between its two reads: an estimate, and it
-  // moves slowly (no write invalidates it).
-  const buzzEstimates = createSharedCache<number>({
-    name: 'social-buzz-estimates',
-    ttlMs: BUZZ_ESTIMATE_TTL_MS,
-    maxEntries: BUZZ_ESTIMATES_KEPT,
-    bus: deps.bus,
-  });
   deps.sandbox.register(socialSandbox);
 
   /** The scope of a call, its sandbox seeded first. */
@@ -345,13 +332,9 @@ export function createSocialService(deps: {
     ) => {
       const scope = await scoped(principal);
       const viewerPk = viewer ? (await store.profileOfUser(scope, viewer.userId))?.pk : undefined;
-      const buzzesOfApp = () =>
-        buzzEstimates.get(`${scope.appId}:${scope.mode}`, () => searching.buzzesEstimate(scope));
       const [profiles, buzzes] = await Promise.all([
         query.type === 'buzzes' ? [] : searching.searchProfiles(scope, query.q, query.limit, viewerPk),
-        query.type === 'profiles'
-          ? []
-          : buzzesOfApp().then((appBuzzes) => searching.searchBuzzes(scope, query.q, query.limit, appBuzzes)),
+        query.type === 'profiles' ? [] : searching.searchBuzzes(scope, query.q, query.limit),
       ]);
       return {
         query: query.q,
