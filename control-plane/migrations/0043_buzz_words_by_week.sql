@@ -22,12 +22,11 @@ create function svc_week(at timestamptz) returns int
 create function svc_words_by_week(app_id text, mode text, at timestamptz, search tsvector) returns tsvector
   language sql immutable parallel safe strict
   return array_to_tsvector(array(
-    select key from (
-      select app_id || ' ' || mode || ' ' || word || ' ' || svc_week(at) as key
-      from unnest(tsvector_to_array(search)) word) keys
-    -- A lexeme holds 2,047 bytes at most: a longer key (a word of some 2,000) would be cut, and no
-    -- query (100 characters) can name its word anyway.
-    where octet_length(key) <= 2047));
+    select app_id || ' ' || mode || ' ' || word || ' ' || svc_week(at)
+    from unnest(tsvector_to_array(search)) word
+    -- A lexeme holds 2,047 bytes at most (the week takes 10 digits at most): a longer key, of a word
+    -- of some 2,000 bytes, would be cut, and no query (100 characters) can name that word anyway.
+    where octet_length(word) <= 2034 - octet_length(app_id) - octet_length(mode)));
 
 -- A key as tsquery input takes a lexeme: quoted, a quote doubled, a backslash escaped.
 create function svc_quoted_key(key text) returns text
