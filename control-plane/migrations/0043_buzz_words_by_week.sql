@@ -20,6 +20,11 @@ create function svc_week(at timestamptz) returns int
   language sql immutable parallel safe strict
   return floor(extract(epoch from timezone('UTC', at)) / 604800)::int;
 
+-- When a week begins: its buzzes are those from then until the next one begins.
+create function svc_week_start(week int) returns timestamptz
+  language sql immutable parallel safe strict
+  return to_timestamp(week * 604800.0);
+
 create function svc_words_by_week(app_id text, mode text, at timestamptz, search tsvector) returns tsvector
   language sql immutable parallel safe strict
   return array_to_tsvector(array(
@@ -34,26 +39,18 @@ create function svc_quoted_key(key text) returns text
   language sql immutable parallel safe strict
   return '''' || replace(replace(key, '\', '\\'), '''', '''''') || '''';
 
--- A tsquery of the buzzes of (app, mode) holding every one of `words` in one of the weeks first..last
--- (one AND per week, ORed), or in any week (`first` null: each word's keys by their prefix, which GIN
--- reads as one range of its entries; a word never holds a space). Built in loops of simple
--- expressions: as queries (string_agg over unnest), it was planned at every call, 0.1 ms a read.
+-- A tsquery of the buzzes of (app, mode) holding every one of `words` in one of the weeks first..last:
+-- one AND per week, ORed. Built in loops of simple expressions: as queries (string_agg over unnest), it
+-- was planned at every call, 0.1 ms a read.
 create function svc_words_in_weeks(app_id text, mode text, words text[], first int, last int)
   returns tsquery
-  language plpgsql immutable parallel safe
+  language plpgsql immutable parallel safe strict
   as $$
 declare
   built text := '';
   week_query text;
   word text;
 begin
-  if first is null then
-    foreach word in array words loop
-      built := built || case when built = '' then '' else ' & ' end
-               || svc_quoted_key(app_id || ' ' || mode || ' ' || word || ' ') || ':*';
-    end loop;
-    return built::tsquery;
-  end if;
   for week in first..last loop
     week_query := '';
     foreach word in array words loop
@@ -61,6 +58,22 @@ begin
                     || svc_quoted_key(app_id || ' ' || mode || ' ' || word || ' ' || week);
     end loop;
     built := built || case when built = '' then '(' else ' | (' end || week_query || ')';
+  end loop;
+  return built::tsquery;
+end $$;
+
+-- The same in any week: each word's keys by their prefix, which GIN reads as one range of its entries
+-- (a word never holds a space).
+create function svc_words_ever(app_id text, mode text, words text[]) returns tsquery
+  language plpgsql immutable parallel safe strict
+  as $$
+declare
+  built text := '';
+  word text;
+begin
+  foreach word in array words loop
+    built := built || case when built = '' then '' else ' & ' end
+             || svc_quoted_key(app_id || ' ' || mode || ' ' || word || ' ') || ':*';
   end loop;
   return built::tsquery;
 end $$;
@@ -190,17 +203,17 @@ begin
   week := svc_week(newest);
   oldest_week := svc_week(oldest);
   weeks := case when probed_matching = 0 then week - oldest_week + 1 else 2 end;
+  perform set_config('enable_bitmapscan', 'on', true),
+          set_config('enable_indexscan', 'off', true);
   while cardinality(matched_pks) < p_candidates loop
     weeks := least(weeks, week - oldest_week + 1);
     if week - weeks + 1 = oldest_week and weeks * cardinality(words) > most_keys then
-      keys := svc_words_in_weeks(p_app_id, p_mode, words, null, null);
+      keys := svc_words_ever(p_app_id, p_mode, words);
     else
       weeks := least(weeks, greatest(most_keys / cardinality(words), 1));
       keys := svc_words_in_weeks(p_app_id, p_mode, words, week - weeks + 1, week);
     end if;
-    before := to_timestamp((week + 1) * 604800.0);
-    perform set_config('enable_bitmapscan', 'on', true),
-            set_config('enable_indexscan', 'off', true);
+    before := svc_week_start(week + 1);
     select array_agg(m.pk), array_agg(m.created_at), array_agg(m.id), array_agg(m.rank)
       into read_pks, read_at, read_ids, read_ranks
     from (
@@ -212,8 +225,6 @@ begin
         and b.deleted_at is null
       order by b.created_at desc, b.id desc
       limit p_candidates - cardinality(matched_pks)) m;
-    perform set_config('enable_bitmapscan', 'off', true),
-            set_config('enable_indexscan', 'on', true);
     -- Each read's weeks are older than the last's: its matches come after those found.
     matched_pks := matched_pks || coalesce(read_pks, '{}');
     matched_at := matched_at || coalesce(read_at, '{}');
@@ -226,9 +237,11 @@ begin
     weeks := case when cardinality(matched_pks) = 0 then week - oldest_week + 1
                   else greatest(read_weeks,
                                 ceil(1.5 * (p_candidates - cardinality(matched_pks))
-                                     * extract(epoch from newest - to_timestamp((week + 1) * 604800.0))
+                                     * extract(epoch from newest - svc_week_start(week + 1))
                                      / cardinality(matched_pks) / 604800)::int) end;
   end loop;
+  perform set_config('enable_bitmapscan', 'off', true),
+          set_config('enable_indexscan', 'on', true);
   -- The best ranked of the candidates, joined to their authors only once the page is cut.
   return query
     select b.pk, b.id, b.type, b.text, b.reactions, b.comments, b.created_at, b.author_pk,
