@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout } from 'node:timers/promises';
 /**
  * Upload throughput through the API (reserve, PUT to the presigned URL, complete) beside a direct PUT
  * of the same bytes to MinIO with the same HTTP client (fetch) and a URL presigned by the AWS SDK
@@ -11,6 +12,10 @@ import { randomUUID } from 'node:crypto';
  * signature differs) plus a reservation and a completion, timed on their own. So the bench also
  * prints the two PUTs' medians side by side (they should agree within the noise) and the ratio the
  * steps allow: median PUT / (median PUT + median reservation + median completion).
+ *
+ * Last, a reservation's latency one at a time with nothing else running, then while direct PUTs of
+ * the same size follow each other: a reservation commits (a WAL flush), and where PostgreSQL and MinIO
+ * share a disk, that flush waits behind the uploads' writeback (docs/scaling.md).
  *
  *   npm run stack -- up --profile test && npx tsx bench/storage.ts [MiB per upload] [uploads of each]
  */
@@ -26,6 +31,8 @@ import { percentile, useTestStackSettings } from './support.js';
 useTestStackSettings();
 const mebibytes = Number(process.argv[2] ?? 256);
 const uploads = Number(process.argv[3] ?? 12);
+/** Reservations timed one at a time in each state of the disk. */
+const RESERVATIONS = 40;
 const settings = loadSettings(process.env);
 const container = await createContainer(settings);
 await container.objects.ensureBucket({ testPrefix: 'test/', testObjectDays: TEST_OBJECT_DAYS });
@@ -58,6 +65,18 @@ async function put(url: string): Promise<void> {
 }
 
 const ids: string[] = [];
+/** Reserves an upload of `bytes`; the object is deleted at the end. */
+async function reserveUpload() {
+  const reserved = await call('POST', '/v1/storage/uploads', {
+    name: 'b.zip',
+    content_type: 'application/zip',
+    size_bytes: bytes.length,
+  });
+  if (reserved.statusCode !== 201) throw new Error(`reserve failed: ${reserved.body}`);
+  const upload = reserved.json() as { upload_url: string; object: { id: string } };
+  ids.push(upload.object.id);
+  return upload;
+}
 /** Milliseconds of each step, per upload: the API path's three, and the direct path's PUT. */
 const steps = {
   reserve: [] as number[],
@@ -70,13 +89,7 @@ const paths = {
   /** What an integrator does: reserve, PUT, complete. */
   api: async () => {
     const started = performance.now();
-    const reserved = await call('POST', '/v1/storage/uploads', {
-      name: 'b.zip',
-      content_type: 'application/zip',
-      size_bytes: bytes.length,
-    });
-    if (reserved.statusCode !== 201) throw new Error(`reserve failed: ${reserved.body}`);
-    const upload = reserved.json() as { upload_url: string; object: { id: string } };
+    const upload = await reserveUpload();
     const putStarted = performance.now();
     await put(upload.upload_url);
     const completeStarted = performance.now();
@@ -85,7 +98,6 @@ const paths = {
     steps.reserve.push(putStarted - started);
     steps.apiPut.push(completeStarted - putStarted);
     steps.complete.push(performance.now() - completeStarted);
-    ids.push(upload.object.id);
   },
   /** The floor: the same PUT of the same bytes, to a URL the SDK presigned, no API in between. */
   direct: async () => {
@@ -156,6 +168,32 @@ console.log(
   `  ratio the steps allow: ${putMs.toFixed(0)} / (${putMs.toFixed(0)} + ${(reserve + complete).toFixed(1)})` +
     ` = ${(putMs / (putMs + reserve + complete)).toFixed(3)} (≥ 0.95 wanted)`,
 );
+
+/** Milliseconds of `count` reservations one at a time, a pause between them. */
+async function reservations(count: number) {
+  const took: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const started = performance.now();
+    await reserveUpload();
+    took.push(performance.now() - started);
+    await setTimeout(50);
+  }
+  return took;
+}
+const idle = await reservations(RESERVATIONS);
+let uploading = true;
+const backToBack = (async () => {
+  while (uploading) await paths.direct();
+})();
+await setTimeout(1_000); // the first PUT's writeback under way
+const busy = await reservations(RESERVATIONS);
+uploading = false;
+await backToBack;
+console.log(
+  `reservations, one at a time (${RESERVATIONS} each): p50 ${median(idle).toFixed(1)} ms with nothing else running;` +
+    ` p50 ${median(busy).toFixed(1)} ms, highest ${Math.max(...busy).toFixed(0)} ms, while ${mebibytes} MiB PUTs follow each other`,
+);
+
 for (const id of ids) await call('DELETE', `/v1/storage/objects/${id}`);
 await container.objects.removeMany(directKeys);
 await app.close();
