@@ -26,7 +26,7 @@ import { loadSettings } from '../control-plane/src/config/load.js';
 import { createContainer } from '../control-plane/src/container.js';
 import { TEST_OBJECT_DAYS } from '../control-plane/src/modules/storage/schema.js';
 import { createCustomer } from '../control-plane/test/support.js';
-import { percentile, useTestStackSettings } from './support.js';
+import { percentiles, useTestStackSettings } from './support.js';
 
 useTestStackSettings();
 const mebibytes = Number(process.argv[2] ?? 256);
@@ -137,11 +137,7 @@ for (let i = 0; i < uploads; i += 1) {
   pairRatios.push(took.direct / took.api);
 }
 const rate = (name: 'api' | 'direct') => (mebibytes * uploads) / seconds[name];
-const median = (values: number[]) =>
-  percentile(
-    [...values].sort((a, b) => a - b),
-    50,
-  );
+const median = (values: number[]) => percentiles(values).p50;
 const [reserve, apiPut, complete, directPut] = [
   steps.reserve,
   steps.apiPut,
