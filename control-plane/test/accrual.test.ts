@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAccrual, pendingKey } from '../src/platform/accrual.js';
 import { createCustomer, freePort, startTestApp, type TestContext } from './support.js';
 
 let port: number;
@@ -75,5 +76,54 @@ describe('usage of an account that no longer exists', () => {
     // The batch is done with: the next flush has nothing left to fail on.
     await ctx.container.accrual.flush();
     expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 3);
+  });
+});
+
+describe("a flush beside another replica's flush", () => {
+  it('waits for the batch the other replica claimed from under it', async () => {
+    const { pool, redis: client, clock, metering, prices } = ctx.container;
+    const replica = () => createAccrual({ pool, redis: client, clock, metering, prices });
+    const [first, second] = [replica(), replica()];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let secondFlush: Promise<void> | undefined;
+    const applied: string[] = [];
+    // The first replica claims the X batch; while it applies it, the second replica's flush begins,
+    // finds X empty and claims Y, which the first replica then finds empty too.
+    first.register('race-x', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      secondFlush = second.flush();
+      while (
+        !(await client.zrange('svc:accrued:batches', '0', '-1')).some((member) =>
+          member.startsWith('race-y:'),
+        )
+      )
+        await new Promise((resolve) => setTimeout(resolve, 5));
+    });
+    second.register('race-x', async () => {
+      applied.push('x by the second replica');
+    });
+    first.register('race-y', async () => {
+      applied.push('y by the first replica');
+    });
+    second.register('race-y', async (_batch, entries) => {
+      await held;
+      applied.push(`y: ${entries.map(([field, count]) => `${field}=${count}`).join()}`);
+    });
+    await client.hset(pendingKey('race-x'), 'entry', 1);
+    await client.hset(pendingKey('race-y'), 'entry', 2);
+
+    let firstDone = false;
+    const firstFlush = first.flush().then(() => {
+      firstDone = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(firstDone).toBe(false);
+    release();
+    await firstFlush;
+    expect(applied).toEqual(['y: entry=2']);
+    await secondFlush;
   });
 });

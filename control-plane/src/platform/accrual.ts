@@ -26,10 +26,15 @@ export const ACCRUAL_FLUSH_MS = 1_000;
 /** A batch older than this was abandoned by a replica that stopped mid-flush. */
 const ABANDONED_AFTER_MS = 30_000;
 
+/**
+ * Claims a kind's pending hash as a batch, scored with Redis's clock (milliseconds) so that the
+ * replicas' own clocks never need to agree on which batch came first.
+ */
 const CLAIM = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('RENAME', KEYS[1], KEYS[2])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+local time = redis.call('TIME')
+redis.call('ZADD', KEYS[3], tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), ARGV[1])
 return 1`;
 
 /** Applies one batch: `entries` are the hash's fields and their counts. */
@@ -134,6 +139,12 @@ export function createAccrual(deps: {
     await deps.redis.multi().del(key).zrem(BATCHES, `${kind}:${batch}`).exec();
   }
 
+  /** Redis's clock in milliseconds: the one the batches are scored with. */
+  async function redisNow(): Promise<number> {
+    const [seconds, micros] = await deps.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
   const applyMember = (member: string) => {
     const split = member.indexOf(':');
     return apply(member.slice(0, split), member.slice(split + 1));
@@ -202,27 +213,26 @@ export function createAccrual(deps: {
      */
     flush: async (): Promise<void> => {
       await handOver();
-      const now = Date.now();
       for (const kind of processors.keys()) {
         const batch = randomUUID();
-        const claimed = await claim(
-          3,
-          pendingKey(kind),
-          batchKey(kind, batch),
-          BATCHES,
-          `${kind}:${batch}`,
-          now,
-        );
+        const claimed = await claim(3, pendingKey(kind), batchKey(kind, batch), BATCHES, `${kind}:${batch}`);
         if (claimed === 1) await apply(kind, batch);
       }
-      for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', now - ABANDONED_AFTER_MS)) {
+      const claimsEnded = await redisNow();
+      for (const member of await deps.redis.zrangebyscore(
+        BATCHES,
+        '-inf',
+        claimsEnded - ABANDONED_AFTER_MS,
+      )) {
         await applyMember(member);
       }
-      // Batches other replicas claimed before this flush began: wait until they are applied.
+      // A kind this flush found empty may have been claimed by another replica's flush a moment
+      // before, with entries accrued before this one was called: wait until every batch claimed by
+      // the end of this flush's own claims is applied.
       const deadline = Date.now() + ABANDONED_AFTER_MS;
-      while ((await deps.redis.zcount(BATCHES, '-inf', now)) > 0) {
+      while ((await deps.redis.zcount(BATCHES, '-inf', claimsEnded)) > 0) {
         if (Date.now() > deadline) {
-          for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', now))
+          for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', claimsEnded))
             await applyMember(member);
           break;
         }
