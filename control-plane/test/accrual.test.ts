@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAccrual, pendingKey } from '../src/platform/accrual.js';
+import { batchClaimer, batchKey, createAccrual, pendingKey } from '../src/platform/accrual.js';
 import { createCustomer, freePort, startTestApp, type TestContext } from './support.js';
 
 let port: number;
@@ -59,6 +59,43 @@ describe('usage counted in process', () => {
     // Nothing is handed over twice.
     await ctx.container.accrual.flush();
     expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 50);
+  });
+});
+
+describe('a hand-over Redis ran after its answer was given up on', () => {
+  it('is counted once when it is sent again', async () => {
+    const customer = await createCustomer(ctx.container, { mode: 'live', balanceMicros: 1_000_000 });
+    const payer = { accountId: customer.account.id, appId: customer.app.id, mode: 'live' as const };
+    const add = (quantity: number) =>
+      ctx.container.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity });
+    // A first hand-over, so that Redis knows the script and the next one is a single command.
+    await add(1_000);
+    await ctx.container.accrual.flush();
+
+    await add(7_000);
+    // Redis holds writes for longer than the client waits for an answer (2 s), then runs them.
+    await ctx.container.redis.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+    await expect(ctx.container.accrual.flush()).rejects.toThrow(/timed out/);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await add(2_000);
+    await ctx.container.accrual.flush();
+    expect((await ctx.container.billing.getBalance(customer.account.id)).balance_micros).toBe(1_000_000 - 10);
+  });
+});
+
+describe('a claim of a batch run twice', () => {
+  it('keeps the batch it claimed, and what was pending since stays pending', async () => {
+    const { redis: client } = ctx.container;
+    const claim = batchClaimer(client);
+    await client.hset(pendingKey('twice'), 'first', 1);
+    expect(await claim('twice', 'b1')).toBe(1);
+    await client.hset(pendingKey('twice'), 'second', 2);
+    // The same command again, as a client sends it after a reconnect when its answer was lost.
+    expect(await claim('twice', 'b1')).toBe(1);
+    expect(await client.hgetall(batchKey('twice', 'b1'))).toEqual({ first: '1' });
+    expect(await client.hgetall(pendingKey('twice'))).toEqual({ second: '2' });
+    await client.del(batchKey('twice', 'b1'), pendingKey('twice'));
+    await client.zrem('svc:accrued:batches', 'twice:b1');
   });
 });
 

@@ -18,7 +18,7 @@ import { inTransaction, type Transaction } from './transaction.js';
  * processors make that harmless (per-account claims, or idempotent inserts).
  */
 export const pendingKey = (kind: string) => `svc:accrued:${kind}`;
-const batchKey = (kind: string, batch: string) => `svc:accrued:${kind}:batch:${batch}`;
+export const batchKey = (kind: string, batch: string) => `svc:accrued:${kind}:batch:${batch}`;
 const BATCHES = 'svc:accrued:batches';
 
 /** How often every replica flushes; also the delay before accrued usage shows in reports. */
@@ -27,15 +27,38 @@ export const ACCRUAL_FLUSH_MS = 1_000;
 const ABANDONED_AFTER_MS = 30_000;
 
 /**
+ * Adds a hand-over's counts to the pending hash once, however often it is sent: Redis may run a
+ * command whose answer never came (it timed out, or the connection dropped and the client sent it
+ * again), so a hand-over sent again after an error must not count twice. Its id is remembered for a
+ * day, far longer than a replica keeps retrying a hand-over while Redis answers.
+ */
+const HAND_OVER = `
+if not redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[1]) then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1`;
+const handOverKey = (id: string) => `svc:accrued:handed:${id}`;
+const HAND_OVER_REMEMBERED_MS = 86_400_000;
+
+/**
  * Claims a kind's pending hash as a batch, scored with Redis's clock (milliseconds) so that the
- * replicas' own clocks never need to agree on which batch came first.
+ * replicas' own clocks never need to agree on which batch came first. A batch id is claimed once: run
+ * again (the client sends a command again after a reconnect when its answer was lost), the script
+ * would otherwise rename the entries pending since over the batch, and lose the batch's.
  */
 const CLAIM = `
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('RENAME', KEYS[1], KEYS[2])
 local time = redis.call('TIME')
 redis.call('ZADD', KEYS[3], tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), ARGV[1])
 return 1`;
+
+/** Claims what is pending of a kind as the batch `batch`: 1 once it is claimed, 0 if nothing was pending. */
+export function batchClaimer(redis: Redis) {
+  const claim = redisScript<number>(redis, CLAIM);
+  return (kind: string, batch: string) =>
+    claim(3, pendingKey(kind), batchKey(kind, batch), BATCHES, `${kind}:${batch}`);
+}
 
 /** Applies one batch: `entries` are the hash's fields and their counts. */
 export type BatchProcessor = (batch: string, entries: [field: string, count: number][]) => Promise<void>;
@@ -101,32 +124,32 @@ export function createAccrual(deps: {
   onError?: (error: unknown) => void;
 }) {
   const processors = new Map<string, BatchProcessor>();
-  const claim = redisScript<number>(deps.redis, CLAIM);
-  /** Usage counted in process since the last flush (field → quantity). */
+  const claim = batchClaimer(deps.redis);
+  const sendHandOver = redisScript<number>(deps.redis, HAND_OVER);
+  /** Usage counted in process since the last hand-over (field → quantity). */
   let counted = new Map<string, number>();
+  /** A hand-over sent without an answer: sent again, with its id, before anything counted since. */
+  let unanswered: { id: string; entries: [field: string, quantity: number][] } | null = null;
 
-  const keep = (field: string, quantity: number) => counted.set(field, (counted.get(field) ?? 0) + quantity);
-
-  /**
-   * Moves the usage counted in process to Redis's pending hash. What Redis did not take (it was
-   * unreachable, or refused an increment) stays counted for the next flush.
-   */
+  /** Moves the usage counted in process to Redis's pending hash; what Redis did not answer is kept. */
   async function handOver(): Promise<void> {
-    if (counted.size === 0) return;
-    const moving = [...counted];
-    counted = new Map();
-    const increments = deps.redis.pipeline();
-    for (const [field, quantity] of moving) increments.hincrby(pendingKey(USAGE_KIND), field, quantity);
-    let results: [error: Error | null, result: unknown][] | null;
-    try {
-      results = await increments.exec();
-    } catch (error) {
-      for (const [field, quantity] of moving) keep(field, quantity);
-      throw error;
+    for (let round = 0; round < 2; round += 1) {
+      if (unanswered === null) {
+        if (counted.size === 0) return;
+        unanswered = { id: randomUUID(), entries: [...counted] };
+        counted = new Map();
+      }
+      const sending = unanswered;
+      await sendHandOver(
+        2,
+        pendingKey(USAGE_KIND),
+        handOverKey(sending.id),
+        HAND_OVER_REMEMBERED_MS,
+        ...sending.entries.flat(),
+      );
+      // A flush running beside this one may have sent it too, and begun the next.
+      if (unanswered === sending) unanswered = null;
     }
-    const refused = moving.filter((_, i) => !results || results[i]?.[0]);
-    for (const [field, quantity] of refused) keep(field, quantity);
-    if (refused.length > 0) throw new Error(`Redis did not take ${refused.length} usage increments`);
   }
 
   async function apply(kind: string, batch: string): Promise<void> {
@@ -215,8 +238,7 @@ export function createAccrual(deps: {
       await handOver();
       for (const kind of processors.keys()) {
         const batch = randomUUID();
-        const claimed = await claim(3, pendingKey(kind), batchKey(kind, batch), BATCHES, `${kind}:${batch}`);
-        if (claimed === 1) await apply(kind, batch);
+        if ((await claim(kind, batch)) === 1) await apply(kind, batch);
       }
       const claimsEnded = await redisNow();
       for (const member of await deps.redis.zrangebyscore(
