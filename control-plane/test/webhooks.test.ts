@@ -650,6 +650,11 @@ describe('webhook deliveries', () => {
       );
     expect((await pingDue())!.getTime()).toBeLessThanOrEqual(ctx.clock.now().getTime());
     expect(await left()).toEqual({ queued: 1, attempts: 1 });
+    // Purged once deleted five minutes ago, not before.
+    ctx.clock.advance(5 * 60_000 - 10_000);
+    await ctx.container.webhooks.purgeDeleted();
+    expect(await left()).toEqual({ queued: 1, attempts: 1 });
+    ctx.clock.advance(1);
     await ctx.container.webhooks.purgeDeleted();
     expect(await left()).toEqual({ queued: 0, attempts: 0 });
     expect(await pingDue()).toBeNull();

@@ -26,6 +26,12 @@ export const RETRY_JITTER = 0.2;
  * delivery's whole schedule, so it takes failures of events emitted on several days.
  */
 export const DISABLE_AFTER_FAILING_MS = 5 * 86_400_000;
+/**
+ * A deleted endpoint's rows are purged once it has been deleted this long: an attempt under way when
+ * it was deleted ends and is recorded first, and every replica's purge goes by its own clock's view of
+ * the deletion time alike.
+ */
+export const PURGE_DELETED_AFTER_MS = 5 * 60_000;
 /** Events, with their deliveries and attempts, are kept this long. */
 export const EVENT_RETENTION_DAYS = 30;
 

@@ -19,6 +19,7 @@ import {
   type EndpointRow,
   EVENT_RETENTION_DAYS,
   MAX_ENDPOINTS,
+  PURGE_DELETED_AFTER_MS,
 } from './schema.js';
 import { newSigningSecret } from './signatures.js';
 import { type EndpointFields, type EndpointState, webhooksStore } from './store.js';
@@ -285,13 +286,15 @@ export function createWebhooksService(deps: {
       states.get(endpointId, () => webhooksStore(deps.pool).endpointState(endpointId)),
 
     /**
-     * Deletes what deleted endpoints left, a batch of deliveries at a time (with their attempts and
-     * queue rows), then the endpoints themselves; answers how many deliveries went.
+     * Deletes what endpoints deleted over `PURGE_DELETED_AFTER_MS` ago left, a batch of deliveries at a
+     * time (with their attempts and queue rows), then the endpoints themselves; answers how many
+     * deliveries went.
      */
     purgeDeleted: async () => {
       const store = webhooksStore(deps.pool);
-      const purged = await pruneInBatches((limit) => store.purgeDeletedDeliveries(limit));
-      await store.purgeDeletedEndpoints();
+      const deletedBefore = new Date(deps.clock.now().getTime() - PURGE_DELETED_AFTER_MS);
+      const purged = await pruneInBatches((limit) => store.purgeDeletedDeliveries(deletedBefore, limit));
+      await store.purgeDeletedEndpoints(deletedBefore);
       return purged;
     },
 

@@ -226,23 +226,23 @@ export function webhooksStore(db: Db) {
      * One a worker is recording is skipped for the next batch: taking rows in another order than the
      * record's could deadlock with it.
      */
-    purgeDeletedDeliveries: async (limit: number) =>
+    purgeDeletedDeliveries: async (deletedBefore: Date, limit: number) =>
       (
         await db.query(sql.unsafe`
           with doomed as (
             select d.id from webhook_endpoints e join webhook_deliveries d on d.endpoint_id = e.id
-            where e.deleted_at is not null
+            where e.deleted_at < ${sql.timestamp(deletedBefore)}
             limit ${limit}
             for update of d skip locked
           )
           delete from webhook_deliveries where id in (select id from doomed)`)
       ).rowCount,
 
-    /** Deleted endpoints with no delivery left, and what the cascade still finds (emitted meanwhile). */
-    purgeDeletedEndpoints: () =>
+    /** Endpoints deleted before then with no delivery left, and what the cascade still finds (emitted meanwhile). */
+    purgeDeletedEndpoints: (deletedBefore: Date) =>
       db.query(sql.unsafe`
         delete from webhook_endpoints e
-        where e.deleted_at is not null
+        where e.deleted_at < ${sql.timestamp(deletedBefore)}
           and not exists (select from webhook_deliveries d where d.endpoint_id = e.id)`),
 
     deliveryPage: (filter: {
