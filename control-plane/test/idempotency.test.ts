@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { type FragmentSqlToken, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import type { Db } from '../src/db/transaction.js';
 import { IDEMPOTENCY_LOCK_MS, IDEMPOTENCY_WINDOW_MS } from '../src/platform/idempotency.js';
 import { route } from '../src/platform/route.js';
 import { ledgerTotals } from './ledger.js';
@@ -30,31 +31,47 @@ function newGate() {
 }
 
 /**
- * A priced write whose handler, once its write is done, waits at the gate of the moment it started:
- * a request caught in the middle of its run.
+ * A write whose handler, once its write is done, waits at the gate of the moment it started: a
+ * request caught in the middle of its run. Priced, it writes in its charge's transaction; unpriced,
+ * it writes and commits before it waits, as an unpriced operation's work does.
  */
-function heldWrite() {
+function heldWrite(priced: boolean) {
   const gates = [newGate()];
-  const declaration = route({
-    operationId: 'test.idempotency.held',
-    method: 'POST',
-    url: '/test/idempotency/held-write',
-    auth: 'secret-key',
+  const write = async (db: Db, appId: string, note: string) =>
+    String(
+      await db.oneFirst(sql.unsafe`
+        insert into test_priced_writes (app_id, note) values (${appId}, ${note}) returning id`),
+    );
+  const pass = async (id: string) => {
+    const gate = gates.at(-1)!;
+    gate.enter();
+    await gate.released;
+    return { id };
+  };
+  const common = {
+    method: 'POST' as const,
+    auth: 'secret-key' as const,
     tags: ['test'],
-    summary: 'A priced write held until the test releases it',
     hidden: true,
     body: Type.Object({ note: Type.String() }),
     response: Type.Object({ id: Type.String() }),
-    price: { product: 'writes', metric: 'calls' },
-    handler: async ({ caller, body, tx }) => {
-      const gate = gates.at(-1)!;
-      const id = await tx.oneFirst(sql.unsafe`
-        insert into test_priced_writes (app_id, note) values (${caller.appId}, ${body.note}) returning id`);
-      gate.enter();
-      await gate.released;
-      return { id: String(id) };
-    },
-  });
+  };
+  const declaration = priced
+    ? route({
+        ...common,
+        operationId: 'test.idempotency.held',
+        url: '/test/idempotency/held-write',
+        summary: 'A priced write held until the test releases it',
+        price: { product: 'writes', metric: 'calls' },
+        handler: async ({ caller, body, tx }) => pass(await write(tx, caller.appId, body.note)),
+      })
+    : route({
+        ...common,
+        operationId: 'test.idempotency.heldUnpriced',
+        url: '/test/idempotency/held-unpriced-write',
+        summary: 'An unpriced write held until the test releases it',
+        handler: async ({ caller, body }) => pass(await write(ctx.container.pool, caller.appId, body.note)),
+      });
   return {
     declaration,
     /** The gate the next request waits at. */
@@ -71,18 +88,20 @@ function heldWrite() {
 /** Every statement sent to PostgreSQL, to hold the round trips of a keyed call. */
 const { statements, interceptor: statementCounter } = statementRecorder();
 
-const held = heldWrite();
+const held = heldWrite(true);
+const heldUnpriced = heldWrite(false);
 let ctx: TestContext;
 beforeAll(async () => {
   ctx = await startTestApp({
     settings: { SVC_FREE_ALLOWANCES: 'storage.uploads=0' },
-    routes: () => [held.declaration],
+    routes: () => [held.declaration, heldUnpriced.declaration],
     interceptors: [statementCounter],
   });
   await createPricedProbeTable(ctx.container);
 });
 afterAll(async () => {
   held.releaseAll();
+  heldUnpriced.releaseAll();
   await ctx.close();
 });
 
@@ -364,6 +383,23 @@ describe('the round trips of a keyed POST', () => {
 });
 
 describe('an unpriced POST sent again with the same Idempotency-Key', () => {
+  it('whose process lost its heartbeat is not taken over: that process may only have stalled', async () => {
+    const { app, token } = await createCustomer(ctx.container);
+    const key = newKey();
+    const send = () => post(token, '/test/idempotency/held-unpriced-write', { note: 'stalled' }, key);
+    const gate = heldUnpriced.hold();
+    const first = send();
+    await gate.entered;
+    // Its claim names a process whose heartbeat lapsed; its write is committed all the same.
+    await ctx.container.pool.query(sql.unsafe`
+      update idempotency_keys set claim = ${`stalled${randomUUID().slice(0, 8)}`} || substr(claim, strpos(claim, '.'))
+      where app_id = ${app.id} and key = ${key}`);
+    expect((await send()).statusCode).toBe(409);
+    gate.release();
+    await first;
+    expect(await rowsOf(sql.fragment`test_priced_writes`, app.id)).toBe(1);
+  });
+
   it('answers the first credential, and counts toward the daily cap like any request', async () => {
     const { token } = await createCustomer(ctx.container);
     const key = newKey();

@@ -118,7 +118,12 @@ export async function answerOnce(options: AnswerOnceOptions): Promise<unknown> {
     if (!request.admitted) await options.admit();
   };
   const claimed = await idempotency
-    .claim(request.principal!, options.key, fingerprintOf(options.declared, request))
+    .claim(
+      request.principal!,
+      options.key,
+      fingerprintOf(options.declared, request),
+      options.declared.price !== undefined,
+    )
     .catch(async (error: unknown) => {
       await admitted();
       throw error;

@@ -17,8 +17,8 @@ export const IDEMPOTENCY_WINDOW_MS = 86_400_000;
 /**
  * How long a run holds its key without an answer. Past it another attempt may take the key: the run's
  * process has died (its work, and any charge, rolled back with it). Far longer than a handler's
- * bounded work (a statement 15 s, an ejabberd call 5 s). A key whose process's heartbeat is gone is
- * taken over at once (liveness.ts).
+ * bounded work (a statement 15 s, an ejabberd call 5 s). A priced call's key whose process's heartbeat
+ * is gone is taken over at once (liveness.ts).
  */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 
@@ -58,6 +58,13 @@ export function createIdempotency(deps: {
       scope: { appId: string; mode: KeyMode },
       key: string,
       fingerprint: string,
+      /**
+       * Whether a run whose process's heartbeat is gone may be taken over before its lock lapses. Only
+       * a run that keeps its answer in the transaction of its work (a priced call) is safe to: a
+       * process that only stalled (its heartbeat lapsed, it still runs) then has its work refused and
+       * rolled back with its answer, where an unpriced run's work would already be committed.
+       */
+      takeOverFromGone: boolean,
     ): Promise<Claimed> => {
       const claim = `${deps.liveness.id}.${randomBase62(20)}`;
       const held: HeldKey = { appId: scope.appId, mode: scope.mode, key, claim };
@@ -74,7 +81,8 @@ export function createIdempotency(deps: {
       if (row.status === null || row.body === null) {
         // Its run's process died (a replica killed mid-request): its transaction rolled back with it.
         const holder = row.holder ?? '';
-        const gone = instanceOf(holder) !== '' && (await deps.liveness.isGone(instanceOf(holder)));
+        const gone =
+          takeOverFromGone && instanceOf(holder) !== '' && (await deps.liveness.isGone(instanceOf(holder)));
         if (gone && (await store.takeOver(held, holder, lockedUntil))) return { held };
         throw errors.idempotencyKeyInUse();
       }
