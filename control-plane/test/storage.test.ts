@@ -3,11 +3,13 @@
  * HTTP client (fetch), as a browser or an app would send them.
  */
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { Interceptor } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createObjectStore } from '../src/adapters/s3.js';
 import { objectStoreSettings } from '../src/container.js';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { storageKeyOf } from '../src/modules/storage/service.js';
+import { createManualClock } from '../src/platform/clock.js';
 import { UpstreamError } from '../src/platform/errors.js';
 import { READABLE_NAMES, REFUSED_NAMES } from './identities.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
@@ -426,6 +428,46 @@ describe('storage metering', () => {
         quantity: 1,
         cost_micros: 10,
       });
+    } finally {
+      await priced.close();
+    }
+  });
+
+  it('bills stored bytes to the day it claimed when its run crosses midnight', async () => {
+    const clock = createManualClock('2026-09-12T23:59:59.900Z');
+    // Midnight passes while the run claims the day of an app, before it meters it.
+    const midnight: Interceptor = {
+      name: 'midnight-during-the-claim',
+      beforeQueryExecution: (_context, query) => {
+        if (query.sql.includes('insert into storage_metered_days')) clock.set('2026-09-13T00:00:00.100Z');
+        return null;
+      },
+    };
+    const priced = await startTestApp({
+      clock,
+      interceptors: [midnight],
+      settings: { SVC_FREE_ALLOWANCES: 'storage.gb_days=0' },
+    });
+    try {
+      const { token, account } = await createCustomer(priced.container, {
+        mode: 'live',
+        balanceMicros: 1_000_000,
+      });
+      const bytes = Buffer.alloc(1_000_000, 7);
+      const upload = (
+        await callWithKey(priced.app, token, 'POST', '/v1/storage/uploads', {
+          name: 'b.pdf',
+          content_type: 'application/pdf',
+          size_bytes: bytes.length,
+        })
+      ).json() as Upload;
+      await put(upload, bytes);
+      await callWithKey(priced.app, token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
+      clock.set('2026-09-12T23:59:59.900Z');
+      await priced.container.storage.meterStoredBytes();
+      const usage = await priced.container.billing.usageReport(account.id, 'live', 3);
+      const stored = usage.usage.filter((row) => row.metric === 'gb_days');
+      expect(stored.map((row) => [row.day, row.quantity])).toEqual([['2026-09-12', 0.001]]);
     } finally {
       await priced.close();
     }

@@ -291,6 +291,8 @@ export function createStorageService(deps: {
               tx,
               { accountId: stored.account_id, appId: stored.app_id, mode: stored.mode },
               [{ product: 'storage', metric: 'gb_days', quantity: stored.bytes }],
+              // The day claimed, not the day it is by now: a run that crosses midnight bills each day once.
+              day,
             );
             metered += 1;
           },
