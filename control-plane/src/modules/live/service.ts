@@ -256,6 +256,9 @@ export function createLiveService(deps: {
     const rooms = await liveStore(deps.pool).openRooms();
     let closed = 0;
     for (const room of rooms) {
+      // Read before LiveKit answers, which can take seconds: whoever it lists was there by then, and a
+      // participant who left meanwhile is not billed for the wait.
+      const now = deps.clock.now();
       // One room LiveKit cannot answer for (its node just died) must not hold up the others.
       const listed = await deps.livekit.listParticipants(room).catch((error: unknown) => {
         deps.onError?.(error);
@@ -263,7 +266,6 @@ export function createLiveService(deps: {
       });
       if (listed === undefined) continue;
       const present = new Set(listed.map((p) => p.sid));
-      const now = deps.clock.now();
       await inTransaction(
         deps.pool,
         async (tx) => {

@@ -124,7 +124,7 @@ export function liveStore(db: Db) {
 
     markSeen: (participantSids: readonly string[], at: Date) =>
       db.query(sql.unsafe`
-        update live_sessions set last_seen_at = ${sql.timestamp(at)}
+        update live_sessions set last_seen_at = greatest(last_seen_at, ${sql.timestamp(at)})
         where participant_sid = any(${sql.array(participantSids, 'text')}) and left_at is null`),
   };
 }
