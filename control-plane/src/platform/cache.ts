@@ -77,8 +77,6 @@ export interface SharedCache<V> {
   drop(key: string): void;
   /** Forgets every entry here and on every other replica. */
   clear(): Promise<void>;
-  /** Publishes a value this replica just wrote: the others forget theirs, this one keeps it. */
-  replace(key: string, value: V): Promise<void>;
 }
 
 /**
@@ -136,11 +134,6 @@ export function createSharedCache<V>(options: {
       await options.bus.publish(options.name, key);
     },
     drop: (key) => forget(key),
-    replace: async (key, value) => {
-      forget(key);
-      await options.bus.publish(options.name, key);
-      entries.set(key, { value, expiresAt: performance.now() + options.ttlMs });
-    },
     clear: async () => {
       forget(null);
       await options.bus.publish(options.name, null);

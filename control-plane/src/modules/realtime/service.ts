@@ -95,8 +95,9 @@ export function createRealtimeService(deps: {
       });
       return (await store.find(scope.appId, scope.mode))!;
     });
-    await cache.replace(scopeKey(scope), row);
-    await cache.replace(prefixKey(row.chat_prefix), row);
+    // Forgotten rather than kept as written: another replica's change heard before this line would
+    // otherwise be overwritten with this older row until the entry expires.
+    await forget(row);
     return row;
   }
 

@@ -262,8 +262,10 @@ export function createUserTokens(deps: {
     /** Refuses every token of the user minted so far, on every replica from the next request on. */
     revokeAll: async (principal: Principal, userId: string) => {
       const at = deps.clock.now();
-      const generation = await store.bumpGeneration(principal.appId, principal.mode, userId, at);
-      await generations.replace(generationKey(principal.appId, principal.mode, userId), generation);
+      await store.bumpGeneration(principal.appId, principal.mode, userId, at);
+      // Forgotten rather than kept as bumped: a concurrent revocation's higher generation, heard
+      // before this line, would otherwise be overwritten with this lower one until the entry expires.
+      await generations.invalidate(generationKey(principal.appId, principal.mode, userId));
       return { ok: true as const, id: userId, revoked_at: at.toISOString() };
     },
 

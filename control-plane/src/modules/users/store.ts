@@ -45,11 +45,10 @@ export function usersStore(db: Db) {
         where app_id = ${appId} and mode = ${mode} and user_id = ${userId}`)) ?? 0,
 
     bumpGeneration: (appId: string, mode: KeyMode, userId: string, at: Date) =>
-      db.oneFirst(sql.type(z.object({ generation: z.number() }))`
+      db.query(sql.unsafe`
         insert into user_token_generations (app_id, mode, user_id, generation, revoked_at)
         values (${appId}, ${mode}, ${userId}, 1, ${sql.timestamp(at)})
         on conflict (app_id, mode, user_id) do update
-        set generation = user_token_generations.generation + 1, revoked_at = excluded.revoked_at
-        returning generation`),
+        set generation = user_token_generations.generation + 1, revoked_at = excluded.revoked_at`),
   };
 }
