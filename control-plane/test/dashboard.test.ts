@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
 import type { Role } from '../src/modules/dashboard/schema.js';
@@ -8,6 +8,7 @@ import {
   LOGIN_WINDOW_SECONDS,
   SESSION_IDLE_MS,
 } from '../src/modules/dashboard/schema.js';
+import { clientNetwork } from '../src/platform/addresses.js';
 import { parseUsd } from '../src/platform/money.js';
 import { appWithUsers } from './app-users.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
@@ -80,9 +81,22 @@ class Browser {
   }
 }
 
+/** A network whose sign-in window ends while its password is checked (its counter expires then). */
+let windowEndsFor: string | null = null;
+const windowEnds: Interceptor = {
+  name: 'sign-in-window-ends',
+  beforeQueryExecution: async (_context, query) => {
+    if (windowEndsFor && query.sql.includes('password_hash from dashboard_users')) {
+      const keys = await ctx.container.redis.keys(`svc:dash:login:addr:${clientNetwork(windowEndsFor)}:*`);
+      if (keys.length > 0) await ctx.container.redis.del(...keys);
+    }
+    return null;
+  },
+};
+
 let ctx: TestContext;
 beforeAll(async () => {
-  ctx = await startTestApp();
+  ctx = await startTestApp({ interceptors: [windowEnds] });
 });
 afterAll(() => ctx?.close());
 
@@ -172,6 +186,23 @@ describe('dashboard sign-in', () => {
     });
     expect(right.statusCode).toBe(303);
     expect((await other.get('/dashboard/apps')).statusCode).toBe(200);
+  });
+
+  it('leaves no counter behind when the window ends during a successful sign-in', async () => {
+    const { customer } = await member();
+    const { email } = await anotherOwner(customer, 'Late owner');
+    const late = new Browser(ctx.app);
+    await late.get('/dashboard/login');
+    windowEndsFor = late.address;
+    try {
+      expect((await late.post('/dashboard/login', { email, password: PASSWORD })).statusCode).toBe(303);
+    } finally {
+      windowEndsFor = null;
+    }
+    // Taken back from a counter that was gone, a DECR would leave -1 with no expiry, forever.
+    expect(await ctx.container.redis.keys(`svc:dash:login:addr:${clientNetwork(late.address)}:*`)).toEqual(
+      [],
+    );
   });
 
   it(`refuses every sign-in after ${LOGIN_FAILURES_PER_EMAIL} failures for an email, until the window ends`, async () => {

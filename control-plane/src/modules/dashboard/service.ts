@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type DatabasePool, UniqueIntegrityConstraintViolationError } from 'slonik';
+import { redisScript } from '../../adapters/redis.js';
 import { clientNetwork } from '../../platform/addresses.js';
 import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
@@ -76,6 +77,15 @@ const refused = (right: Right) =>
   );
 
 /**
+ * A successful sign-in's take-back: clears the email's failures and returns the network's attempt,
+ * unless its window ended meanwhile (a DECR would make a counter of -1 with no expiry, never deleted).
+ */
+const TAKE_BACK = `
+redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECR', KEYS[2]) end
+return 1`;
+
+/**
  * The dashboard's people: invitations (the only way in), passwords (scrypt), sessions (opaque
  * tokens, stored hashed, revocable), sign-in limits (Redis counters shared by every replica) and
  * roles. The pages call this and the other modules' services, never an API route.
@@ -102,6 +112,7 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
    * Sign-in attempts counted per email and per client network (an IPv6 /64 is one), in fixed
    * windows, before the password is checked: a burst of concurrent guesses is counted as it arrives.
    */
+  const takeBack = redisScript<number>(deps.redis, TAKE_BACK);
   async function countAttempt(email: string, address: string) {
     const { index, secondsLeft } = fixedWindow(deps.clock.now(), LOGIN_WINDOW_SECONDS);
     const emailKey = `svc:dash:login:email:${sha256(email).toString('hex').slice(0, 32)}:${index}`;
@@ -120,7 +131,7 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
         secondsLeft,
       );
     /** A success takes its attempt back and clears the email's failures. */
-    return () => deps.redis.multi().del(emailKey).decr(addressKey).exec();
+    return () => takeBack(2, emailKey, addressKey);
   }
 
   async function issueInvite(accountId: string, email: string, role: Role, invitedBy: string | null) {
