@@ -26,8 +26,9 @@ interface Task {
  * Background work of the control plane, each task at start and then on its own period: accrued usage
  * flushed to PostgreSQL (every second), the spend guard (every 5 s), LiveKit reconciliation, the
  * storage bucket's setup (until it succeeds), storage expiry, the daily stored-bytes metering and the
- * user token signing key's rotation (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys and
- * webhook events past their retention, and search terms no name holds; and the webhook delivery worker, which runs continuously. Each
+ * user token signing key's rotation (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys,
+ * webhook events and bookkeeping rows (usage batch claims, ended live sessions, past months' active
+ * users, metered days) past their retention, and search terms no name holds; and the webhook delivery worker, which runs continuously. Each
  * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
  * A failing one is logged and runs again at its next turn, never stopping the others. A task never
  * overlaps itself.
@@ -118,6 +119,18 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     ),
     pruning('messaging sends', 'sends past their 30 days and expired codes', () =>
       container.messaging.prune(),
+    ),
+    pruning('usage flush claims', "accounts' claims of usage batches applied over a day ago", () =>
+      container.accrual.prune(),
+    ),
+    pruning('ended live sessions', 'live sessions that ended over 30 days ago', () =>
+      container.live.pruneEndedSessions(),
+    ),
+    pruning('monthly active users', 'chat users counted active before last month', () =>
+      container.chat.pruneMonthlyActiveUsers(),
+    ),
+    pruning('metered days', 'stored bytes metering claims over a week old', () =>
+      container.storage.pruneMeteredDays(),
     ),
     {
       name: 'user token key rotation',

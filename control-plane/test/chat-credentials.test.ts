@@ -29,7 +29,7 @@ const login = async (user: string, password: string) =>
 
 describe('POST /v1/realtime/chat/tokens', () => {
   it('mints a credential scoped to the app', async () => {
-    ctx.clock.set('2026-04-01T10:00:00Z');
+    ctx.clock.set('2036-04-01T10:00:00Z');
     const { token } = await createCustomer(ctx.container);
     const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana-1', name: 'Ana' });
     expect(response.statusCode).toBe(200);
@@ -46,7 +46,7 @@ describe('POST /v1/realtime/chat/tokens', () => {
       room_prefix: `${prefix}.`,
       nickname: 'Ana',
       mam: false,
-      expires_at: '2026-04-01T16:00:00.000Z',
+      expires_at: '2036-04-01T16:00:00.000Z',
     });
     expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
     ctx.clock.set(new Date());
@@ -291,7 +291,7 @@ describe('the login callback', () => {
   });
 
   it('counts one monthly active user per user per month, however often they log in', async () => {
-    ctx.clock.set('2026-05-20T08:00:00Z');
+    ctx.clock.set('2036-05-20T08:00:00Z');
     const { token, account } = await createCustomer(ctx.container);
     const ana = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'ana' })).json();
     const bo = (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'bo' })).json();
@@ -308,7 +308,7 @@ describe('the login callback', () => {
   it('charges users past the free ones in full, and refuses every login while the live balance is empty', async () => {
     const priced = await startTestApp({ settings: { SVC_FREE_ALLOWANCES: 'chat.monthly_active_users=1' } });
     try {
-      priced.clock.set('2026-08-15T12:00:00Z');
+      priced.clock.set('2036-08-15T12:00:00Z');
       const live = await createCustomer(priced.container, { mode: 'live', balanceMicros: 5_000 });
       const mint = async (userId: string) =>
         (
@@ -364,11 +364,11 @@ describe('the login callback', () => {
       ]);
 
       // A new month counts everyone again.
-      priced.clock.set('2026-09-01T00:00:10Z');
+      priced.clock.set('2036-09-01T00:00:10Z');
       expect(await auth(await mint('ana'))).toBe(true);
       expect((await balance()).balance_micros).toBe(5_000);
       expect((await priced.container.billing.usageReport(live.account.id, 'live', 1)).usage).toEqual([
-        expect.objectContaining({ day: '2026-09-01', product: 'chat', quantity: 1, cost_micros: 0 }),
+        expect.objectContaining({ day: '2036-09-01', product: 'chat', quantity: 1, cost_micros: 0 }),
       ]);
     } finally {
       await priced.close();
@@ -378,7 +378,7 @@ describe('the login callback', () => {
 
 describe('the login callback with ids that are not plain nodes', () => {
   it('knows the user and counts the app’s own id as the monthly active user, not its node', async () => {
-    ctx.clock.set('2026-06-10T08:00:00Z');
+    ctx.clock.set('2036-06-10T08:00:00Z');
     const { token, app } = await createCustomer(ctx.container);
     const mint = async (userId: string) =>
       (await call('POST', '/v1/realtime/chat/tokens', token, { user_id: userId })).json();

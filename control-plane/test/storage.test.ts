@@ -389,7 +389,7 @@ describe('storage metering', () => {
       settings: { SVC_FREE_ALLOWANCES: 'storage.uploads=0,storage.signed_urls=0,storage.gb_days=0' },
     });
     try {
-      priced.clock.set('2026-09-10T12:00:00Z');
+      priced.clock.set('2036-09-10T12:00:00Z');
       const { token, account } = await createCustomer(priced.container, {
         mode: 'live',
         balanceMicros: 1_000_000,
@@ -412,13 +412,13 @@ describe('storage metering', () => {
 
       await priced.container.storage.meterStoredBytes();
       await priced.container.storage.meterStoredBytes();
-      priced.clock.set('2026-09-11T00:00:01Z');
+      priced.clock.set('2036-09-11T00:00:01Z');
       await priced.container.storage.meterStoredBytes();
       const usage = await priced.container.billing.usageReport(account.id, 'live', 2);
       const stored = usage.usage.filter((row) => row.metric === 'gb_days');
       expect(stored.map((row) => [row.day, row.quantity])).toEqual([
-        ['2026-09-11', 0.0025],
-        ['2026-09-10', 0.0025],
+        ['2036-09-11', 0.0025],
+        ['2036-09-10', 0.0025],
       ]);
       expect(usage.usage.find((row) => row.metric === 'uploads')).toMatchObject({
         quantity: 1,
@@ -434,12 +434,12 @@ describe('storage metering', () => {
   });
 
   it('bills stored bytes to the day it claimed when its run crosses midnight', async () => {
-    const clock = createManualClock('2026-09-12T23:59:59.900Z');
+    const clock = createManualClock('2036-09-12T23:59:59.900Z');
     // Midnight passes while the run claims the day of an app, before it meters it.
     const midnight: Interceptor = {
       name: 'midnight-during-the-claim',
       beforeQueryExecution: (_context, query) => {
-        if (query.sql.includes('insert into storage_metered_days')) clock.set('2026-09-13T00:00:00.100Z');
+        if (query.sql.includes('insert into storage_metered_days')) clock.set('2036-09-13T00:00:00.100Z');
         return null;
       },
     };
@@ -463,11 +463,11 @@ describe('storage metering', () => {
       ).json() as Upload;
       await put(upload, bytes);
       await callWithKey(priced.app, token, 'POST', `/v1/storage/objects/${upload.object.id}/complete`);
-      clock.set('2026-09-12T23:59:59.900Z');
+      clock.set('2036-09-12T23:59:59.900Z');
       await priced.container.storage.meterStoredBytes();
       const usage = await priced.container.billing.usageReport(account.id, 'live', 3);
       const stored = usage.usage.filter((row) => row.metric === 'gb_days');
-      expect(stored.map((row) => [row.day, row.quantity])).toEqual([['2026-09-12', 0.001]]);
+      expect(stored.map((row) => [row.day, row.quantity])).toEqual([['2036-09-12', 0.001]]);
     } finally {
       await priced.close();
     }

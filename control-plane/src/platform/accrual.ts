@@ -7,6 +7,7 @@ import { type Clock, utcDay } from './clock.js';
 import type { Metering, Usage, UsagePrice } from './metering.js';
 import { metricKey } from './price-catalogue.js';
 import type { Prices } from './prices.js';
+import { pruneInBatches } from './pruning.js';
 import { inTransaction, type Transaction } from './transaction.js';
 
 /**
@@ -25,6 +26,11 @@ const BATCHES = 'svc:accrued:batches';
 export const ACCRUAL_FLUSH_MS = 1_000;
 /** A batch older than this was abandoned by a replica that stopped mid-flush. */
 const ABANDONED_AFTER_MS = 30_000;
+/**
+ * How long a batch's claims of its accounts (usage_flushes) are kept once it is out of Redis: only a
+ * batch still in Redis can be applied again, and a client's resent claim comes within seconds.
+ */
+const APPLIED_CLAIMS_KEPT = sql.fragment`interval '1 day'`;
 
 /**
  * Adds a hand-over's counts to the pending hash once, however often it is sent: Redis may run a
@@ -227,6 +233,27 @@ export function createAccrual(deps: {
         ...priceParts(price),
       ].join(FIELD_SEPARATOR);
       counted.set(field, (counted.get(field) ?? 0) + usage.quantity);
+    },
+
+    /**
+     * Deletes the claims of accounts by batches applied over a day ago; a batch still in Redis (one that
+     * keeps failing) keeps its claims, which are what stop it charging an account twice.
+     */
+    prune: async () => {
+      const listed = (await deps.redis.zrange(BATCHES, '0', '-1')).map((member) =>
+        member.slice(member.indexOf(':') + 1),
+      );
+      return pruneInBatches(
+        async (limit) =>
+          (
+            await deps.pool.query(sql.unsafe`
+              delete from usage_flushes where (batch_id, account_id) in (
+                select batch_id, account_id from usage_flushes
+                where flushed_at < now() - ${APPLIED_CLAIMS_KEPT}
+                  and batch_id <> all(${sql.array(listed, 'text')})
+                limit ${limit})`)
+          ).rowCount,
+      );
     },
 
     /**

@@ -12,11 +12,12 @@ import {
 } from '../../platform/accrual.js';
 import type { AdmissionScript } from '../../platform/admission.js';
 import type { AppScope, KeyMode, Principal } from '../../platform/caller.js';
-import type { Clock } from '../../platform/clock.js';
+import { type Clock, utcDay } from '../../platform/clock.js';
 import { orgKeyOfIdentity, parseChatIdentity, scopedNode } from '../../platform/identities.js';
 import type { Metering, UsagePrice } from '../../platform/metering.js';
 import { metricKey } from '../../platform/price-catalogue.js';
 import type { Prices } from '../../platform/prices.js';
+import { pruneInBatches } from '../../platform/pruning.js';
 import { newSecret, sha256 } from '../../platform/secrets.js';
 import { type Standing, standingKey } from '../../platform/standing.js';
 import type { RealtimeAppRow } from '../realtime/schema.js';
@@ -337,6 +338,18 @@ export function createChatService(deps: {
 
     /** The names of the app's rooms in a mode. */
     roomNames: (scope: AppScope) => chatStore(deps.pool).roomNames(scope.appId, scope.mode),
+
+    /**
+     * Forgets who was active in months before the last: only the current month takes new users, and
+     * the last one a batch applied just after midnight; the charges are in the ledger.
+     */
+    pruneMonthlyActiveUsers: () => {
+      const now = deps.clock.now();
+      const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1));
+      return pruneInBatches((limit) =>
+        chatStore(deps.pool).pruneMonthlyActiveUsers(utcDay(lastMonth), limit),
+      );
+    },
 
     /** ejabberd's external-auth question. Only the chat domain's users are ours to answer. */
     answerAuthCallback: async (question: {

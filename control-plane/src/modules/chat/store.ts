@@ -20,6 +20,15 @@ export function chatStore(db: Db) {
       db.exists(sql.type(z.object({ exists: z.boolean() }))`
         select 1 from chat_users where app_id = ${appId} and mode = ${mode} and user_id = ${userId}`),
 
+    /** Up to `limit` users counted in months before `before` (the first of a month); answers how many. */
+    pruneMonthlyActiveUsers: async (before: string, limit: number) =>
+      (
+        await db.query(sql.unsafe`
+          delete from chat_monthly_active_users where (app_id, mode, month, user_id) in (
+            select app_id, mode, month, user_id from chat_monthly_active_users
+            where month < ${before}::date limit ${limit})`)
+      ).rowCount,
+
     /** Each user's first login of a month; returns the users that were not counted yet, with the UTC day. */
     addMonthlyActiveUsers: (
       users: { appId: string; mode: KeyMode; month: string; userId: string; at: Date }[],

@@ -44,6 +44,11 @@ export const RECONCILE_GRACE_MS = 60_000;
  * a week is ample, and older ids are pruned (a table that only ever grew).
  */
 export const EVENT_RETENTION_MS = 7 * 86_400_000;
+/**
+ * How long an ended session is kept: nothing reads it once billed, but its row is what refuses its
+ * join again, so it stays well past any redelivery of its events (EVENT_RETENTION_MS).
+ */
+export const ENDED_SESSION_RETENTION_MS = 30 * 86_400_000;
 /** How often the spend guard looks at live accounts with open sessions. */
 export const SPEND_GUARD_EVERY_MS = 5_000;
 /**
@@ -433,6 +438,12 @@ export function createLiveService(deps: {
     pruneEvents: () => {
       const before = new Date(deps.clock.now().getTime() - EVENT_RETENTION_MS);
       return pruneInBatches((limit) => liveStore(deps.pool).pruneEvents(before, limit));
+    },
+
+    /** Sessions that ended over ENDED_SESSION_RETENTION_MS ago go, with their published quality. */
+    pruneEndedSessions: () => {
+      const before = new Date(deps.clock.now().getTime() - ENDED_SESSION_RETENTION_MS);
+      return pruneInBatches((limit) => liveStore(deps.pool).pruneClosedSessions(before, limit));
     },
 
     /**

@@ -27,6 +27,18 @@ export function liveStore(db: Db) {
             select id from livekit_events where received_at < ${sql.timestamp(before)} limit ${limit})`)
       ).rowCount,
 
+    /** Up to `limit` sessions that ended before `before`, with their published quality; answers how many. */
+    pruneClosedSessions: (before: Date, limit: number) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        with gone as (
+          delete from live_sessions where participant_sid in (
+            select participant_sid from live_sessions where left_at < ${sql.timestamp(before)} limit ${limit})
+          returning participant_sid
+        ), quality as (
+          delete from live_published_quality q using gone where q.participant_sid = gone.participant_sid
+        )
+        select count(*)::int as count from gone`),
+
     openSession: (session: {
       participantSid: string;
       room: string;

@@ -6,6 +6,7 @@ import type { Cursors } from '../../platform/cursors.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { Metering } from '../../platform/metering.js';
+import { pruneInBatches } from '../../platform/pruning.js';
 import { type Db, inTransaction, type Transaction } from '../../platform/transaction.js';
 import {
   ACTIVE_DOCUMENT_NAME,
@@ -24,6 +25,8 @@ import { storageStore } from './store.js';
 const SNIFF_BYTES = 512;
 /** S3's multi-object delete takes up to 1,000 keys. */
 const SWEEP_BATCH = 1_000;
+/** Days whose metering claims are kept: a week, where a run needs only the day it started on. */
+const METERED_DAYS_KEPT = 7;
 
 export function present(row: StorageObjectRow) {
   return {
@@ -276,6 +279,12 @@ export function createStorageService(deps: {
         removed += expired.length;
         if (expired.length < SWEEP_BATCH) return removed;
       }
+    },
+
+    /** Forgets which days were metered a week ago and before: a run only claims the day it starts on. */
+    pruneMeteredDays: () => {
+      const before = utcDay(new Date(deps.clock.now().getTime() - METERED_DAYS_KEPT * 86_400_000));
+      return pruneInBatches((limit) => storageStore(deps.pool).pruneMeteredDays(before, limit));
     },
 
     /** Meters the bytes each app keeps today, once per app, mode and UTC day (as byte-days). */

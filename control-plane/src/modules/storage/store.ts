@@ -134,6 +134,14 @@ export function storageStore(db: Db) {
                             where m.app_id = s.app_id and m.mode = s.mode and m.day = ${day})`,
       ),
 
+    /** Up to `limit` claims of days before `before`; answers how many went. */
+    pruneMeteredDays: async (before: string, limit: number) =>
+      (
+        await db.query(sql.unsafe`
+          delete from storage_metered_days where (app_id, mode, day) in (
+            select app_id, mode, day from storage_metered_days where day < ${before}::date limit ${limit})`)
+      ).rowCount,
+
     /** Claims a day's metering of one app and mode; false if another replica already did. */
     claimMeteredDay: async (appId: string, mode: KeyMode, day: string) =>
       (await db.maybeOneFirst(

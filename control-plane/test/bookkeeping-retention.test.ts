@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'slonik';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { batchClaimer, pendingKey } from '../src/platform/accrual.js';
+import { createManualClock } from '../src/platform/clock.js';
+import { createCustomer, startTestApp, type TestContext } from './support.js';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  // Long past: these prunes take every app's rows older than their retention, and no other test's rows
+  // are older than this clock's (tests that keep such rows run on clocks ahead of real time, out of
+  // reach of the stack's own control plane pruning by real time too).
+  ctx = await startTestApp({ clock: createManualClock('2000-03-01T00:00:05Z') });
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+const DAY_MS = 86_400_000;
+const count = (query: ReturnType<typeof sql.unsafe>) =>
+  ctx.container.pool.oneFirst(
+    sql.type(z.object({ count: z.number() }))`select count(*)::int as count from (${query}) rows`,
+  );
+
+describe('claims of accounts by applied usage batches', () => {
+  it('go a day after they were made, unless their batch is still in Redis', async () => {
+    const { account } = await createCustomer(ctx.container);
+    const [old, recent, stuck] = [randomUUID(), randomUUID(), randomUUID()];
+    const claimed = (batch: string, hoursAgo: number) =>
+      ctx.container.pool.query(sql.unsafe`
+        insert into usage_flushes (batch_id, account_id, flushed_at)
+        values (${batch}, ${account.id}, now() - make_interval(hours => ${hoursAgo}))`);
+    await claimed(old, 25);
+    await claimed(recent, 23);
+    await claimed(stuck, 25);
+    // A batch that failed to apply for a day is still listed: its claims are what keep it from charging twice.
+    await ctx.container.redis.hset(pendingKey('retention'), 'entry', 1);
+    expect(await batchClaimer(ctx.container.redis)('retention', stuck)).toBe(1);
+    try {
+      await ctx.container.accrual.prune();
+      const left = await ctx.container.pool.anyFirst(
+        sql.type(z.object({ batch_id: z.string() }))`
+          select batch_id from usage_flushes where account_id = ${account.id} order by flushed_at, batch_id`,
+      );
+      expect([...left].sort()).toEqual([recent, stuck].sort());
+    } finally {
+      await ctx.container.redis.del(`svc:accrued:retention:batch:${stuck}`);
+      await ctx.container.redis.zrem('svc:accrued:batches', `retention:${stuck}`);
+    }
+  });
+});
+
+describe('ended live sessions', () => {
+  it('go with their published quality 30 days after they ended; open ones stay', async () => {
+    const { account, app } = await createCustomer(ctx.container);
+    const now = ctx.clock.now().getTime();
+    const session = async (sid: string, leftDaysAgo: number | null) => {
+      await ctx.container.pool.query(sql.unsafe`
+        insert into live_sessions (participant_sid, room, identity, app_id, account_id, mode, kind, publisher,
+                                   declared_quality, joined_at, last_seen_at, left_at, billed_seconds)
+        values (${sid}, 'r', ${sid}, ${app.id}, ${account.id}, 'test', 'call', true, 'hd',
+                ${sql.timestamp(new Date(now - 40 * DAY_MS))}, ${sql.timestamp(new Date(now - 40 * DAY_MS))},
+                ${leftDaysAgo === null ? null : sql.timestamp(new Date(now - leftDaysAgo * DAY_MS))},
+                ${leftDaysAgo === null ? null : 60})`);
+      await ctx.container.pool.query(sql.unsafe`
+        insert into live_published_quality (participant_sid, quality) values (${sid}, 'fhd')`);
+    };
+    const prefix = `PA_${randomUUID().slice(0, 8)}`;
+    const [ended, boundary, recent, open] = ['ended', 'boundary', 'recent', 'open'].map(
+      (n) => `${prefix}_${n}`,
+    );
+    await session(ended!, 30.001);
+    await session(boundary!, 30);
+    await session(recent!, 29);
+    await session(open!, null);
+
+    await ctx.container.live.pruneEndedSessions();
+    const mine = sql.unsafe`select participant_sid from live_sessions where participant_sid like ${`${prefix}%`}`;
+    const sessions = await ctx.container.pool.anyFirst(
+      sql.type(z.object({ participant_sid: z.string() }))`${mine} order by participant_sid`,
+    );
+    expect(sessions).toEqual([boundary, open, recent]);
+    expect(
+      await count(
+        sql.unsafe`select 1 from live_published_quality where participant_sid like ${`${prefix}%`}`,
+      ),
+    ).toBe(3);
+  });
+});
+
+describe('monthly active users and metered days', () => {
+  it('keep this month and the last, and the last week', async () => {
+    const { app } = await createCustomer(ctx.container);
+    for (const month of ['2000-01-01', '2000-02-01', '2000-03-01'])
+      await ctx.container.pool.query(sql.unsafe`
+        insert into chat_monthly_active_users (app_id, mode, month, user_id, first_login_at)
+        values (${app.id}, 'test', ${month}::date, 'ana', now())`);
+    for (const day of ['2000-02-22', '2000-02-23', '2000-03-01'])
+      await ctx.container.pool.query(sql.unsafe`
+        insert into storage_metered_days (app_id, mode, day) values (${app.id}, 'test', ${day}::date)`);
+
+    await ctx.container.chat.pruneMonthlyActiveUsers();
+    await ctx.container.storage.pruneMeteredDays();
+    const months = await ctx.container.pool.anyFirst(
+      sql.type(z.object({ month: z.string() }))`
+        select to_char(month, 'YYYY-MM-DD') as month from chat_monthly_active_users
+        where app_id = ${app.id} order by month`,
+    );
+    expect(months).toEqual(['2000-02-01', '2000-03-01']);
+    const days = await ctx.container.pool.anyFirst(
+      sql.type(z.object({ day: z.string() }))`
+        select to_char(day, 'YYYY-MM-DD') as day from storage_metered_days where app_id = ${app.id} order by day`,
+    );
+    expect(days).toEqual(['2000-02-23', '2000-03-01']);
+  });
+});
