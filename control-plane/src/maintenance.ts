@@ -28,7 +28,7 @@ interface Task {
  * storage bucket's setup (until it succeeds), storage expiry, the daily stored-bytes metering and the
  * user token signing key's rotation (every minute), balance.low events (every 5 s), pruning LiveKit webhook ids, idempotency keys,
  * webhook events and bookkeeping rows (usage batch claims, ended live sessions, past months' active
- * users, metered days) past their retention, and search terms no name holds; and the webhook delivery worker, which runs continuously. Each
+ * users, metered days, expired dashboard sessions and invitations) past their retention, and search terms no name holds; and the webhook delivery worker, which runs continuously. Each
  * task is idempotent and safe on several replicas; the sweeps run on one replica at a time (a lease).
  * A failing one is logged and runs again at its next turn, never stopping the others. A task never
  * overlaps itself.
@@ -131,6 +131,9 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     ),
     pruning('metered days', 'stored bytes metering claims over a week old', () =>
       container.storage.pruneMeteredDays(),
+    ),
+    pruning('dashboard sessions', 'dashboard sessions and invitations expired over a month ago', () =>
+      container.dashboard.pruneExpired(),
     ),
     {
       name: 'user token key rotation',

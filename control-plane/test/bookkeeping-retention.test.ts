@@ -115,3 +115,25 @@ describe('monthly active users and metered days', () => {
     expect(days).toEqual(['2000-02-23', '2000-03-01']);
   });
 });
+
+describe('dashboard invitations', () => {
+  it('go a month after they expired', async () => {
+    const { account } = await createCustomer(ctx.container);
+    const invite = () => ctx.container.dashboard.inviteOwner(account.id, `${randomUUID()}@example.com`);
+    await invite();
+    ctx.clock.advance(1);
+    await invite();
+    const left = () => count(sql.unsafe`select 1 from dashboard_invites where account_id = ${account.id}`);
+    try {
+      // Invitations work three days: the first expired 30 days ago to the millisecond, the second 1 ms later.
+      ctx.clock.advance((3 + 30) * DAY_MS - 1);
+      await ctx.container.dashboard.pruneExpired();
+      expect(await left()).toBe(2);
+      ctx.clock.advance(1);
+      await ctx.container.dashboard.pruneExpired();
+      expect(await left()).toBe(1);
+    } finally {
+      ctx.clock.set('2000-03-01T00:00:05Z');
+    }
+  });
+});

@@ -5,6 +5,7 @@ import { clientNetwork } from '../../platform/addresses.js';
 import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { pruneInBatches } from '../../platform/pruning.js';
 import { newSecret, sha256 } from '../../platform/secrets.js';
 import { inTransaction } from '../../platform/transaction.js';
 import { hashPassword, nobodysHash, verifyPassword } from './passwords.js';
@@ -75,6 +76,9 @@ const refused = (right: Right) =>
       manage_billing: 'Only an owner can change billing settings',
     }[right],
   );
+
+/** How long sessions and invitations are kept once expired (a month: who signed in lately, and from where). */
+const EXPIRED_KEPT_MS = 30 * 86_400_000;
 
 /**
  * A successful sign-in's take-back: clears the email's failures and returns the network's attempt,
@@ -225,6 +229,12 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
      * Signs in by email and password. A wrong email costs the same time as a wrong password and gets
      * the same answer; past the limits, every attempt is refused (429) until the window ends.
      */
+    /** Sessions and invitations that expired a month ago and before: nothing reads them once they stop working. */
+    pruneExpired: () => {
+      const before = new Date(deps.clock.now().getTime() - EXPIRED_KEPT_MS);
+      return pruneInBatches((limit) => store.pruneExpired(before, limit));
+    },
+
     signIn: async (input: { email: string; password: string }, client: Client) => {
       const email = input.email.trim().toLowerCase();
       const succeeded = await countAttempt(email, client.address);

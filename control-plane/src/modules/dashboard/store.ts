@@ -96,6 +96,20 @@ export function dashboardStore(db: Db) {
         sql.unsafe`update dashboard_sessions set last_seen_at = ${sql.timestamp(at)} where id = ${id}`,
       ),
 
+    /** Up to `limit` sessions and as many invitations that expired before `before`; answers how many went. */
+    pruneExpired: async (before: Date, limit: number) =>
+      db.oneFirst(sql.type(z.object({ count: z.number() }))`
+        with sessions as (
+          delete from dashboard_sessions where id in (
+            select id from dashboard_sessions where expires_at < ${sql.timestamp(before)} limit ${limit})
+          returning 1
+        ), invites as (
+          delete from dashboard_invites where id in (
+            select id from dashboard_invites where expires_at < ${sql.timestamp(before)} limit ${limit})
+          returning 1
+        )
+        select greatest((select count(*) from sessions), (select count(*) from invites))::int as count`),
+
     /** The live sessions of a user, newest first. */
     sessions: (userId: string, at: Date, idleSince: Date) =>
       db.any(sql.type(SessionRow)`
