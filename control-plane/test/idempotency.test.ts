@@ -394,7 +394,13 @@ describe('an unpriced POST sent again with the same Idempotency-Key', () => {
     await ctx.container.pool.query(sql.unsafe`
       update idempotency_keys set claim = ${`stalled${randomUUID().slice(0, 8)}`} || substr(claim, strpos(claim, '.'))
       where app_id = ${app.id} and key = ${key}`);
-    expect((await send()).statusCode).toBe(409);
+    // Taken over, it would run and wait at a gate of its own: say so rather than time out.
+    heldUnpriced.hold();
+    const second = await Promise.race([
+      send().then((response) => response.statusCode),
+      new Promise((resolve) => setTimeout(() => resolve('taken over and run'), 3_000)),
+    ]);
+    expect(second).toBe(409);
     gate.release();
     await first;
     expect(await rowsOf(sql.fragment`test_priced_writes`, app.id)).toBe(1);

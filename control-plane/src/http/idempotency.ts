@@ -122,7 +122,8 @@ export async function answerOnce(options: AnswerOnceOptions): Promise<unknown> {
       request.principal!,
       options.key,
       fingerprintOf(options.declared, request),
-      options.declared.price !== undefined,
+      // A priced call whose work is all in its transaction; not one that sends before it commits.
+      options.declared.price !== undefined && options.declared.irreversible !== true,
     )
     .catch(async (error: unknown) => {
       await admitted();

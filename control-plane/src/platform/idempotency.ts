@@ -60,9 +60,10 @@ export function createIdempotency(deps: {
       fingerprint: string,
       /**
        * Whether a run whose process's heartbeat is gone may be taken over before its lock lapses. Only
-       * a run that keeps its answer in the transaction of its work (a priced call) is safe to: a
-       * process that only stalled (its heartbeat lapsed, it still runs) then has its work refused and
-       * rolled back with its answer, where an unpriced run's work would already be committed.
+       * a run whose work is all in the transaction that keeps its answer (a priced call that sends
+       * nothing before its commit) is safe to: a process that only stalled (its heartbeat lapsed, it
+       * still runs) then has its work refused and rolled back with its answer, where an unpriced run's
+       * work, or an irreversible call's message, would already be done.
        */
       takeOverFromGone: boolean,
     ): Promise<Claimed> => {
