@@ -6,14 +6,36 @@ import { batchClaimer, pendingKey } from '../src/platform/accrual.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { createCustomer, startTestApp, type TestContext } from './support.js';
 
+/**
+ * The maintenance leases of the prunes under test, held while this file runs: the test stack's own
+ * control plane, pruning by real time, would otherwise take this file's rows from the year 2000 between
+ * an insert and its assertion.
+ */
+const PRUNES = [
+  'usage flush claims',
+  'ended live sessions',
+  'monthly active users',
+  'metered days',
+  'dashboard sessions',
+].map((rows) => `svc:lease:maintenance:${rows} pruning`);
+const holder = randomUUID();
+
 let ctx: TestContext;
 beforeAll(async () => {
   // Long past: these prunes take every app's rows older than their retention, and no other test's rows
-  // are older than this clock's (tests that keep such rows run on clocks ahead of real time, out of
-  // reach of the stack's own control plane pruning by real time too).
+  // are older than this clock's (tests that keep such rows run on clocks ahead of real time).
   ctx = await startTestApp({ clock: createManualClock('2000-03-01T00:00:05Z') });
+  for (const lease of PRUNES) {
+    const deadline = Date.now() + 10_000;
+    while ((await ctx.container.redis.set(lease, holder, 'PX', 120_000, 'NX')) !== 'OK') {
+      if (Date.now() > deadline) throw new Error(`${lease} stayed held`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
 });
 afterAll(async () => {
+  for (const lease of PRUNES)
+    if ((await ctx.container.redis.get(lease)) === holder) await ctx.container.redis.del(lease);
   await ctx.close();
 });
 
@@ -55,18 +77,20 @@ describe('ended live sessions', () => {
   it('go with their published quality 30 days after they ended; open ones stay', async () => {
     const { account, app } = await createCustomer(ctx.container);
     const now = ctx.clock.now().getTime();
+    const prefix = `PA_${randomUUID().slice(0, 8)}`;
     const session = async (sid: string, leftDaysAgo: number | null) => {
+      // Seen until far ahead while open: no reconciliation closes it meanwhile (its room is no call).
+      const lastSeen = leftDaysAgo === null ? new Date('2999-01-01') : new Date(now - 40 * DAY_MS);
       await ctx.container.pool.query(sql.unsafe`
         insert into live_sessions (participant_sid, room, identity, app_id, account_id, mode, kind, publisher,
                                    declared_quality, joined_at, last_seen_at, left_at, billed_seconds)
-        values (${sid}, 'r', ${sid}, ${app.id}, ${account.id}, 'test', 'call', true, 'hd',
-                ${sql.timestamp(new Date(now - 40 * DAY_MS))}, ${sql.timestamp(new Date(now - 40 * DAY_MS))},
+        values (${sid}, ${prefix}, ${sid}, ${app.id}, ${account.id}, 'test', 'call', true, 'hd',
+                ${sql.timestamp(new Date(now - 40 * DAY_MS))}, ${sql.timestamp(lastSeen)},
                 ${leftDaysAgo === null ? null : sql.timestamp(new Date(now - leftDaysAgo * DAY_MS))},
                 ${leftDaysAgo === null ? null : 60})`);
       await ctx.container.pool.query(sql.unsafe`
         insert into live_published_quality (participant_sid, quality) values (${sid}, 'fhd')`);
     };
-    const prefix = `PA_${randomUUID().slice(0, 8)}`;
     const [ended, boundary, recent, open] = ['ended', 'boundary', 'recent', 'open'].map(
       (n) => `${prefix}_${n}`,
     );
@@ -86,6 +110,9 @@ describe('ended live sessions', () => {
         sql.unsafe`select 1 from live_published_quality where participant_sid like ${`${prefix}%`}`,
       ),
     ).toBe(3);
+    await ctx.container.pool.query(sql.unsafe`
+      with gone as (delete from live_sessions where participant_sid like ${`${prefix}%`} returning participant_sid)
+      delete from live_published_quality q using gone where q.participant_sid = gone.participant_sid`);
   });
 });
 
