@@ -225,16 +225,16 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
       return { user, sessionToken: await startSession(user.id, client) };
     },
 
-    /**
-     * Signs in by email and password. A wrong email costs the same time as a wrong password and gets
-     * the same answer; past the limits, every attempt is refused (429) until the window ends.
-     */
     /** Sessions and invitations that expired a month ago and before: nothing reads them once they stop working. */
     pruneExpired: () => {
       const before = new Date(deps.clock.now().getTime() - EXPIRED_KEPT_MS);
       return pruneInBatches((limit) => store.pruneExpired(before, limit));
     },
 
+    /**
+     * Signs in by email and password. A wrong email costs the same time as a wrong password and gets
+     * the same answer; past the limits, every attempt is refused (429) until the window ends.
+     */
     signIn: async (input: { email: string; password: string }, client: Client) => {
       const email = input.email.trim().toLowerCase();
       const succeeded = await countAttempt(email, client.address);
