@@ -112,11 +112,12 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
     return token;
   }
 
+  const takeBack = redisScript<number>(deps.redis, TAKE_BACK);
+
   /**
    * Sign-in attempts counted per email and per client network (an IPv6 /64 is one), in fixed
    * windows, before the password is checked: a burst of concurrent guesses is counted as it arrives.
    */
-  const takeBack = redisScript<number>(deps.redis, TAKE_BACK);
   async function countAttempt(email: string, address: string) {
     const { index, secondsLeft } = fixedWindow(deps.clock.now(), LOGIN_WINDOW_SECONDS);
     const emailKey = `svc:dash:login:email:${sha256(email).toString('hex').slice(0, 32)}:${index}`;

@@ -443,7 +443,7 @@ export function createLiveService(deps: {
     /** Sessions that ended over ENDED_SESSION_RETENTION_MS ago go, with their published quality. */
     pruneEndedSessions: () => {
       const before = new Date(deps.clock.now().getTime() - ENDED_SESSION_RETENTION_MS);
-      return pruneInBatches((limit) => liveStore(deps.pool).pruneClosedSessions(before, limit));
+      return pruneInBatches((limit) => liveStore(deps.pool).pruneEndedSessions(before, limit));
     },
 
     /**

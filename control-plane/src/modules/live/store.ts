@@ -28,7 +28,7 @@ export function liveStore(db: Db) {
       ).rowCount,
 
     /** Up to `limit` sessions that ended before `before`, with their published quality; answers how many. */
-    pruneClosedSessions: (before: Date, limit: number) =>
+    pruneEndedSessions: (before: Date, limit: number) =>
       db.oneFirst(sql.type(z.object({ count: z.number() }))`
         with gone as (
           delete from live_sessions where participant_sid in (
