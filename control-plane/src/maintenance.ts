@@ -4,7 +4,7 @@ import { SPEND_GUARD_EVERY_MS } from './modules/live/service.js';
 import { VOCABULARY_LOCK_WAIT_MS } from './modules/social/schema.js';
 import { TEST_OBJECT_DAYS } from './modules/storage/schema.js';
 import { ACCRUAL_FLUSH_MS } from './platform/accrual.js';
-import { withLease } from './platform/lease.js';
+import { leaseKey, withLease } from './platform/lease.js';
 import { parseUsd } from './platform/money.js';
 
 /** How often the slow background work runs. */
@@ -13,6 +13,13 @@ export const MAINTENANCE_EVERY_MS = 60_000;
 export const BALANCE_LOW_EVERY_MS = 5_000;
 /** Thumbnails left over by failed writes are few: an hourly look at the bucket is plenty. */
 const HOUR_MS = 3_600_000;
+
+/** The lease of a task run by one replica at a time. */
+const taskLease = (taskName: string) => `maintenance:${taskName}`;
+/** The name of the task that prunes `rows`. */
+export const pruningTaskName = (rows: string) => `${rows} pruning`;
+/** The Redis key of a leased task's lease: a test holds it to keep the stack's own replica off. */
+export const taskLeaseKey = (taskName: string) => leaseKey(taskLease(taskName));
 
 interface Task {
   name: string;
@@ -37,7 +44,7 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
   let bucketReady = false;
   /** A leased sweep deleting rows past their use, logging how many went. */
   const pruning = (rows: string, what: string, prune: () => Promise<{ pruned: number }>): Task => ({
-    name: `${rows} pruning`,
+    name: pruningTaskName(rows),
     everyMs: MAINTENANCE_EVERY_MS,
     leased: true,
     run: async () => {
@@ -123,8 +130,10 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
     pruning('usage flush claims', "accounts' claims of usage batches applied over a day ago", () =>
       container.accrual.prune(),
     ),
-    pruning('ended live sessions', 'live sessions that ended over 30 days ago', () =>
-      container.live.pruneEndedSessions(),
+    pruning(
+      'ended live sessions',
+      'live sessions ended, and qualities of none reported, over 30 days ago',
+      () => container.live.pruneEndedSessions(),
     ),
     pruning('monthly active users', 'chat users counted active before last month', () =>
       container.chat.pruneMonthlyActiveUsers(),
@@ -157,7 +166,7 @@ export function startMaintenance(container: Container, log: FastifyBaseLogger): 
   const lowBalanceMicros = parseUsd(container.settings.SVC_BALANCE_LOW_USD);
   const stopDelivery = container.webhookDelivery.start();
   const runOnce = (task: Task) =>
-    task.leased ? withLease(container.redis, `maintenance:${task.name}`, task.everyMs, task.run) : task.run();
+    task.leased ? withLease(container.redis, taskLease(task.name), task.everyMs, task.run) : task.run();
   const running = new Set<Promise<unknown>>();
   const timers = tasks.map((task) => {
     let busy = false;

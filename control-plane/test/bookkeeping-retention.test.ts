@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { pruningTaskName, taskLeaseKey } from '../src/maintenance.js';
 import { batchClaimer, pendingKey } from '../src/platform/accrual.js';
 import { createManualClock } from '../src/platform/clock.js';
 import { createCustomer, startTestApp, type TestContext } from './support.js';
@@ -17,7 +18,7 @@ const PRUNES = [
   'monthly active users',
   'metered days',
   'dashboard sessions',
-].map((rows) => `svc:lease:maintenance:${rows} pruning`);
+].map((rows) => taskLeaseKey(pruningTaskName(rows)));
 const holder = randomUUID();
 
 let ctx: TestContext;
@@ -78,41 +79,52 @@ describe('ended live sessions', () => {
     const { account, app } = await createCustomer(ctx.container);
     const now = ctx.clock.now().getTime();
     const prefix = `PA_${randomUUID().slice(0, 8)}`;
+    const longAgo = (days: number) => sql.timestamp(new Date(now - days * DAY_MS));
+    const quality = (sid: string, reportedDaysAgo: number) =>
+      ctx.container.pool.query(sql.unsafe`
+        insert into live_published_quality (participant_sid, quality, reported_at)
+        values (${sid}, 'fhd', ${longAgo(reportedDaysAgo)})`);
     const session = async (sid: string, leftDaysAgo: number | null) => {
       // Seen until far ahead while open: no reconciliation closes it meanwhile (its room is no call).
-      const lastSeen = leftDaysAgo === null ? new Date('2999-01-01') : new Date(now - 40 * DAY_MS);
+      const lastSeen = leftDaysAgo === null ? sql.timestamp(new Date('2999-01-01')) : longAgo(40);
       await ctx.container.pool.query(sql.unsafe`
         insert into live_sessions (participant_sid, room, identity, app_id, account_id, mode, kind, publisher,
                                    declared_quality, joined_at, last_seen_at, left_at, billed_seconds)
         values (${sid}, ${prefix}, ${sid}, ${app.id}, ${account.id}, 'test', 'call', true, 'hd',
-                ${sql.timestamp(new Date(now - 40 * DAY_MS))}, ${sql.timestamp(lastSeen)},
-                ${leftDaysAgo === null ? null : sql.timestamp(new Date(now - leftDaysAgo * DAY_MS))},
+                ${longAgo(40)}, ${lastSeen}, ${leftDaysAgo === null ? null : longAgo(leftDaysAgo)},
                 ${leftDaysAgo === null ? null : 60})`);
-      await ctx.container.pool.query(sql.unsafe`
-        insert into live_published_quality (participant_sid, quality) values (${sid}, 'fhd')`);
+      // Reported as the session began: the session, not the report's age, decides when it goes.
+      await quality(sid, 40);
     };
-    const [ended, boundary, recent, open] = ['ended', 'boundary', 'recent', 'open'].map(
-      (n) => `${prefix}_${n}`,
-    );
+    const [ended, boundary, recent, open, orphaned, orphanedRecently] = [
+      'ended',
+      'boundary',
+      'recent',
+      'open',
+      'orphaned',
+      'orphaned_recently',
+    ].map((n) => `${prefix}_${n}`);
     await session(ended!, 30.001);
     await session(boundary!, 30);
     await session(recent!, 29);
     await session(open!, null);
+    // Qualities whose session never came go 30 days after their first report.
+    await quality(orphaned!, 30.001);
+    await quality(orphanedRecently!, 29);
 
     await ctx.container.live.pruneEndedSessions();
-    const mine = sql.unsafe`select participant_sid from live_sessions where participant_sid like ${`${prefix}%`}`;
-    const sessions = await ctx.container.pool.anyFirst(
-      sql.type(z.object({ participant_sid: z.string() }))`${mine} order by participant_sid`,
-    );
-    expect(sessions).toEqual([boundary, open, recent]);
-    expect(
-      await count(
-        sql.unsafe`select 1 from live_published_quality where participant_sid like ${`${prefix}%`}`,
-      ),
-    ).toBe(3);
+    const sids = (table: string) =>
+      ctx.container.pool.anyFirst(
+        sql.type(z.object({ participant_sid: z.string() }))`
+          select participant_sid from ${sql.identifier([table])}
+          where participant_sid like ${`${prefix}%`} order by participant_sid`,
+      );
+    expect(await sids('live_sessions')).toEqual([boundary, open, recent]);
+    expect(await sids('live_published_quality')).toEqual([boundary, open, orphanedRecently, recent]);
     await ctx.container.pool.query(sql.unsafe`
-      with gone as (delete from live_sessions where participant_sid like ${`${prefix}%`} returning participant_sid)
-      delete from live_published_quality q using gone where q.participant_sid = gone.participant_sid`);
+      delete from live_published_quality where participant_sid like ${`${prefix}%`}`);
+    await ctx.container.pool.query(sql.unsafe`
+      delete from live_sessions where participant_sid like ${`${prefix}%`}`);
   });
 });
 

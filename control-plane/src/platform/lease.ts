@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { redisScript } from '../adapters/redis.js';
 
+/** The Redis key of the lease `name`. */
+export const leaseKey = (name: string) => `svc:lease:${name}`;
+
 /** Deletes the lease only if it is still the holder's: an expired lease may have gone to another. */
 const RELEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -23,7 +26,7 @@ export async function withLease<T>(
   ttlMs: number,
   task: () => Promise<T>,
 ): Promise<{ ran: true; result: T } | { ran: false }> {
-  const key = `svc:lease:${name}`;
+  const key = leaseKey(name);
   const holder = randomUUID();
   if ((await redis.set(key, holder, 'PX', ttlMs, 'NX')) !== 'OK') return { ran: false };
   const renew = redisScript<number>(redis, RENEW);

@@ -214,6 +214,7 @@ export function createLiveService(deps: {
           await store.recordPublishedQuality(
             participant.sid,
             qualityOfDimensions(event.track.width, event.track.height),
+            deps.clock.now(),
           );
         }
         return;
@@ -440,10 +441,16 @@ export function createLiveService(deps: {
       return pruneInBatches((limit) => liveStore(deps.pool).pruneEvents(before, limit));
     },
 
-    /** Sessions that ended over ENDED_SESSION_RETENTION_MS ago go, with their published quality. */
-    pruneEndedSessions: () => {
+    /**
+     * Sessions that ended over ENDED_SESSION_RETENTION_MS ago go, with their published quality; so do
+     * qualities first reported that long ago whose session never came.
+     */
+    pruneEndedSessions: async () => {
       const before = new Date(deps.clock.now().getTime() - ENDED_SESSION_RETENTION_MS);
-      return pruneInBatches((limit) => liveStore(deps.pool).pruneEndedSessions(before, limit));
+      const store = liveStore(deps.pool);
+      const sessions = await pruneInBatches((limit) => store.pruneEndedSessions(before, limit));
+      const orphans = await pruneInBatches((limit) => store.pruneOrphanedQualities(before, limit));
+      return { pruned: sessions.pruned + orphans.pruned };
     },
 
     /**

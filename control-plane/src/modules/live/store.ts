@@ -39,6 +39,20 @@ export function liveStore(db: Db) {
         )
         select count(*)::int as count from gone`),
 
+    /**
+     * Up to `limit` published qualities first reported before `before` whose session never came (their
+     * session's prune takes the others); answers how many went.
+     */
+    pruneOrphanedQualities: async (before: Date, limit: number) =>
+      (
+        await db.query(sql.unsafe`
+          delete from live_published_quality where participant_sid in (
+            select q.participant_sid from live_published_quality q
+            where q.reported_at < ${sql.timestamp(before)}
+              and not exists (select 1 from live_sessions s where s.participant_sid = q.participant_sid)
+            limit ${limit})`)
+      ).rowCount,
+
     openSession: (session: {
       participantSid: string;
       room: string;
@@ -60,20 +74,19 @@ export function liveStore(db: Db) {
                 ${sql.timestamp(session.joinedAt)}, ${sql.timestamp(session.joinedAt)})
         on conflict do nothing`),
 
-    recordPublishedQuality: (participantSid: string, quality: Quality) =>
+    /** The highest quality a participant published; `at` (its first report) is kept. */
+    recordPublishedQuality: (participantSid: string, quality: Quality, at: Date) =>
       db.query(sql.unsafe`
-        insert into live_published_quality (participant_sid, quality) values (${participantSid}, ${quality})
+        insert into live_published_quality (participant_sid, quality, reported_at)
+        values (${participantSid}, ${quality}, ${sql.timestamp(at)})
         on conflict (participant_sid) do update set quality = case
           when array_position(array['hd', 'fhd', '4k'], excluded.quality)
                > array_position(array['hd', 'fhd', '4k'], live_published_quality.quality)
           then excluded.quality else live_published_quality.quality end`),
 
     /**
-     * Open sessions, locked in participant order (the one order of every transaction that locks
-     * several), of one participant or of every participant of a room.
-     */
-    /**
-     * Locks open sessions: a participant's; a room's, or those that joined it at or after `since` (one
+     * Locks open sessions, in participant order (the one order of every transaction that locks
+     * several): a participant's; a room's, or those that joined it at or after `since` (one
      * incarnation of it: a room re-created after its node died has the same name); or a room
      * identity's that joined before `before` (the participants a later join of it replaced: LiveKit
      * allows one per identity).
