@@ -164,3 +164,53 @@ describe("a flush beside another replica's flush", () => {
     await secondFlush;
   });
 });
+
+describe('a batch whose apply fails', () => {
+  const replica = () => {
+    const { pool, redis: client, clock, metering, prices } = ctx.container;
+    return createAccrual({ pool, redis: client, clock, metering, prices });
+  };
+
+  it('never holds back the batches of other kinds', async () => {
+    const accrual = replica();
+    const applied: string[] = [];
+    accrual.register('broken', async () => {
+      throw new Error('PostgreSQL refused it');
+    });
+    accrual.register('sound', async (_batch, entries) => {
+      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
+    });
+    await ctx.container.redis.hset(pendingKey('broken'), 'entry', 1);
+    await ctx.container.redis.hset(pendingKey('sound'), 'entry', 2);
+
+    await expect(accrual.flush()).rejects.toThrow(/accrued batch broken:.* did not apply/);
+    expect(applied).toEqual(['entry=2']);
+    // Tried again by every flush, and still failing; what is pending of the other kind goes on.
+    await ctx.container.redis.hset(pendingKey('sound'), 'entry', 3);
+    await expect(accrual.flush()).rejects.toThrow(/accrued batch broken:/);
+    expect(applied).toEqual(['entry=2', 'entry=3']);
+    accrual.register('broken', async () => {});
+    await accrual.flush();
+  });
+
+  // Waited for as a batch being applied, it held every replica's flush for 30 s.
+  it('is tried again by the next flush of any replica, which does not wait for it', async () => {
+    const [failing, other] = [replica(), replica()];
+    const applied: string[] = [];
+    failing.register('flaky', async () => {
+      throw new Error('PostgreSQL away a moment');
+    });
+    other.register('flaky', async (_batch, entries) => {
+      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
+    });
+    await ctx.container.redis.hset(pendingKey('flaky'), 'entry', 4);
+    await expect(failing.flush()).rejects.toThrow();
+    expect(applied).toEqual([]);
+
+    await other.flush();
+    expect(applied).toEqual(['entry=4']);
+    // Applied once: the failing replica's next flush finds nothing left of it.
+    await failing.flush();
+    expect(applied).toEqual(['entry=4']);
+  }, 10_000);
+});

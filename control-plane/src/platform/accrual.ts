@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError, sql } from 'slonik';
-import { redisScript } from '../adapters/redis.js';
+import { pipelined, redisScript } from '../adapters/redis.js';
 import type { KeyMode, Payer } from './caller.js';
 import { type Clock, utcDay } from './clock.js';
 import type { Metering, Usage, UsagePrice } from './metering.js';
@@ -15,12 +15,20 @@ import { inTransaction, type Transaction } from './transaction.js';
  * bandwidth, monthly active users, chat users. A hot path then costs one Redis command instead of a
  * transaction. Each kind is a Redis hash of pending entries (field → count). A flush renames the hash
  * to a batch of its own (atomically, so every entry lands in exactly one batch), applies it, and
- * deletes it; a batch left behind by a crash is applied again by whichever replica finds it, and the
- * processors make that harmless (per-account claims, or idempotent inserts).
+ * deletes it; a batch left behind by a crash is applied again by whichever replica finds it, one whose
+ * apply failed by every replica's next flush, and the processors make that harmless (per-account
+ * claims, or idempotent inserts).
  */
 export const pendingKey = (kind: string) => `svc:accrued:${kind}`;
 export const batchKey = (kind: string, batch: string) => `svc:accrued:${kind}:batch:${batch}`;
+/** Batches claimed and not applied yet: being applied, or left behind by a replica that stopped. */
 const BATCHES = 'svc:accrued:batches';
+/**
+ * Batches whose apply failed: every replica's next flush tries them again. They are not waited for as
+ * ones being applied, so a failure (PostgreSQL away a moment) never stalls the flushes behind it.
+ */
+const FAILED = 'svc:accrued:failed';
+const memberOf = (kind: string, batch: string) => `${kind}:${batch}`;
 
 /** How often every replica flushes; also the delay before accrued usage shows in reports. */
 export const ACCRUAL_FLUSH_MS = 1_000;
@@ -63,7 +71,7 @@ return 1`;
 export function batchClaimer(redis: Redis) {
   const claim = redisScript<number>(redis, CLAIM);
   return (kind: string, batch: string) =>
-    claim(3, pendingKey(kind), batchKey(kind, batch), BATCHES, `${kind}:${batch}`);
+    claim(3, pendingKey(kind), batchKey(kind, batch), BATCHES, memberOf(kind, batch));
 }
 
 /** Applies one batch: `entries` are the hash's fields and their counts. */
@@ -158,14 +166,30 @@ export function createAccrual(deps: {
     }
   }
 
-  async function apply(kind: string, batch: string): Promise<void> {
-    const key = batchKey(kind, batch);
-    const hash = await deps.redis.hgetall(key);
-    const entries = Object.entries(hash).map(([field, count]): [string, number] => [field, Number(count)]);
+  /** Applies a batch (`kind:batch`); one that fails is moved to the failed ones, to be tried again. */
+  async function apply(member: string): Promise<void> {
+    const split = member.indexOf(':');
+    const [kind, batch] = [member.slice(0, split), member.slice(split + 1)];
     const processor = processors.get(kind);
     if (!processor) return;
-    if (entries.length > 0) await processor(batch, entries);
-    await deps.redis.multi().del(key).zrem(BATCHES, `${kind}:${batch}`).exec();
+    const key = batchKey(kind, batch);
+    try {
+      const hash = await deps.redis.hgetall(key);
+      const entries = Object.entries(hash).map(([field, count]): [string, number] => [field, Number(count)]);
+      if (entries.length > 0) await processor(batch, entries);
+    } catch (error) {
+      // Left where it is when Redis cannot take the move: applied by anyone once abandoned.
+      await deps.redis
+        .multi()
+        .zrem(BATCHES, member)
+        .sadd(FAILED, member)
+        .exec()
+        .catch(() => {});
+      throw new Error(`the accrued batch ${member} did not apply; every flush tries it again`, {
+        cause: error,
+      });
+    }
+    await deps.redis.multi().del(key).zrem(BATCHES, member).srem(FAILED, member).exec();
   }
 
   /** Redis's clock in milliseconds: the one the batches are scored with. */
@@ -173,11 +197,6 @@ export function createAccrual(deps: {
     const [seconds, micros] = await deps.redis.time();
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
-
-  const applyMember = (member: string) => {
-    const split = member.indexOf(':');
-    return apply(member.slice(0, split), member.slice(split + 1));
-  };
 
   /** Accrued usage: summed per (app, mode, day) and metered per account, charged in full. */
   const usageProcessor: BatchProcessor = async (batch, entries) => {
@@ -240,9 +259,11 @@ export function createAccrual(deps: {
      * keeps failing) keeps its claims, which are what stop it charging an account twice.
      */
     prune: async () => {
-      const listed = (await deps.redis.zrange(BATCHES, '0', '-1')).map((member) =>
-        member.slice(member.indexOf(':') + 1),
-      );
+      // Read together: a batch that fails meanwhile moves from one to the other.
+      const [claimed, failed] = (await pipelined(
+        deps.redis.multi().zrange(BATCHES, '0', '-1').smembers(FAILED),
+      )) as [string[], string[]];
+      const listed = [...claimed, ...failed].map((member) => member.slice(member.indexOf(':') + 1));
       return pruneInBatches(
         async (limit) =>
           (
@@ -257,15 +278,23 @@ export function createAccrual(deps: {
     },
 
     /**
-     * Applies what is pending of every kind, and any batch a stopped replica left behind. When it
-     * returns, everything accrued before it was called is applied, by this replica or another one
+     * Applies what is pending of every kind, any batch a stopped replica left behind, and those that
+     * failed before. When it returns without an error, everything accrued before it was called is applied, by this replica or another one
      * (usage another replica counted in process, once that replica's next flush has handed it over).
      */
     flush: async (): Promise<void> => {
       await handOver();
+      // Every batch is tried, whichever fails: one that keeps failing never holds back the others.
+      const failures: unknown[] = [];
+      const tried = new Set<string>();
+      const attempt = async (member: string) => {
+        if (tried.has(member)) return;
+        tried.add(member);
+        await apply(member).catch((error: unknown) => void failures.push(error));
+      };
       for (const kind of processors.keys()) {
         const batch = randomUUID();
-        if ((await claim(kind, batch)) === 1) await apply(kind, batch);
+        if ((await claim(kind, batch)) === 1) await attempt(memberOf(kind, batch));
       }
       const claimsEnded = await redisNow();
       for (const member of await deps.redis.zrangebyscore(
@@ -273,20 +302,23 @@ export function createAccrual(deps: {
         '-inf',
         claimsEnded - ABANDONED_AFTER_MS,
       )) {
-        await applyMember(member);
+        await attempt(member);
       }
       // A kind this flush found empty may have been claimed by another replica's flush a moment
       // before, with entries accrued before this one was called: wait until every batch claimed by
-      // the end of this flush's own claims is applied.
+      // the end of this flush's own claims is applied, or has failed.
       const deadline = Date.now() + ABANDONED_AFTER_MS;
       while ((await deps.redis.zcount(BATCHES, '-inf', claimsEnded)) > 0) {
         if (Date.now() > deadline) {
           for (const member of await deps.redis.zrangebyscore(BATCHES, '-inf', claimsEnded))
-            await applyMember(member);
+            await attempt(member);
           break;
         }
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
+      // Last, so that a batch that failed on another replica while this one waited is tried too.
+      for (const member of await deps.redis.smembers(FAILED)) await attempt(member);
+      if (failures.length > 0) throw failures[0];
     },
   };
 }
