@@ -1,11 +1,25 @@
-import { sql } from 'slonik';
+import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORG_LIMITS } from '../src/modules/orgs/schema.js';
 import { callWithKey, createCustomer, startTestApp, type TestContext } from './support.js';
 
+/** Run once right after the next read of a user's own membership, before the operation goes on. */
+let afterMembershipRead: (() => Promise<unknown>) | null = null;
+const membershipRead: Interceptor = {
+  name: 'after-membership-read',
+  afterQueryExecution: async (_context, query) => {
+    const then = afterMembershipRead;
+    if (then && query.sql.includes('org_chat_key') && query.sql.includes('m.user_id =')) {
+      afterMembershipRead = null;
+      await then();
+    }
+    return null;
+  },
+};
+
 let ctx: TestContext;
 beforeAll(async () => {
-  ctx = await startTestApp();
+  ctx = await startTestApp({ interceptors: [membershipRead] });
 });
 afterAll(async () => {
   await ctx.close();
@@ -343,5 +357,30 @@ describe('members and teams', () => {
     expect((await app.call('PUT', '/v1/orgs/big/members/last', { title: 'Still here' })).statusCode).toBe(
       200,
     );
+  });
+});
+
+describe("a user's own membership (/v1/me)", () => {
+  it('is checked again as the operation reads it: linked to another user meanwhile, it is 404', async () => {
+    const app = await customer();
+    await app.org('corp');
+    await app.call('PUT', '/v1/orgs/corp/teams/red', { name: 'Red' });
+    const ana = (
+      await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-ana', teams: ['red'] })
+    ).json();
+    const userToken = (await app.call('POST', '/v1/users/u-ana/tokens', {})).json().token;
+    const callToken = () =>
+      callWithKey(ctx.app, userToken, 'POST', `/v1/me/org-memberships/${ana.id}/call-token`, { team: 'red' });
+    expect((await callToken()).statusCode).toBe(200);
+
+    // The app's server gives the member to another user between the lookup and the call's own read.
+    afterMembershipRead = async () => {
+      const relinked = await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-bo' });
+      expect(relinked.statusCode, relinked.body).toBe(200);
+    };
+    const raced = await callToken();
+    expect(afterMembershipRead).toBeNull();
+    expect(raced.statusCode, raced.body).toBe(404);
+    expect(raced.json().error).toMatchObject({ type: 'not_found', message: 'Membership not found' });
   });
 });

@@ -296,11 +296,8 @@ export const orgRoutes = (orgs: OrgsService) => [
     needsBalance: true,
     admission: 'in-handler',
     handler: async ({ caller, params, body, admit }) => {
-      const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.memberChatToken(caller, org, extId, body, admit, {
-        memberId: params.member_id,
-        userId: caller.userId,
-      });
+      const { org, extId, owner } = await orgs.myMembership(caller, params.member_id);
+      return orgs.memberChatToken(caller, org, extId, body, admit, owner);
     },
   }),
   route({
@@ -315,8 +312,8 @@ export const orgRoutes = (orgs: OrgsService) => [
     response: DirectoryPage,
     errors: [404],
     handler: async ({ caller, params, query }) => {
-      const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.directory(caller, org, extId, query);
+      const { org, extId, owner } = await orgs.myMembership(caller, params.member_id);
+      return orgs.directory(caller, org, extId, query, owner);
     },
   }),
   route({
@@ -331,8 +328,8 @@ export const orgRoutes = (orgs: OrgsService) => [
     response: Conversation,
     errors: [403, 404],
     handler: async ({ caller, params, body }) => {
-      const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.openConversation(caller, org, { member: extId, with: body.with });
+      const { org, extId, owner } = await orgs.myMembership(caller, params.member_id);
+      return orgs.openConversation(caller, org, { member: extId, with: body.with }, owner);
     },
   }),
   route({
@@ -348,8 +345,8 @@ export const orgRoutes = (orgs: OrgsService) => [
     errors: [403, 404],
     needsBalance: true,
     handler: async ({ caller, params, body }) => {
-      const { org, extId } = await orgs.myMembership(caller, params.member_id);
-      return orgs.callToken(caller, org, extId, body, true);
+      const { org, extId, owner } = await orgs.myMembership(caller, params.member_id);
+      return orgs.callToken(caller, org, extId, body, owner);
     },
   }),
 

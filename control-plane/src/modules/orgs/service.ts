@@ -97,6 +97,12 @@ const orgLimitReached = (what: string, limit: number) =>
 
 const DAY_MS = 86_400_000;
 
+/** The signed-in user acting on their own membership (/v1/me). */
+interface Owner {
+  memberId: string;
+  userId: string;
+}
+
 type Admit = (script: AdmissionScript, keys: string[], args: (string | number)[]) => Promise<unknown>;
 
 /** Why an org identity cannot have chat now (403). */
@@ -197,12 +203,22 @@ export function createOrgsService(deps: {
     return org;
   }
 
-  /** An org (not deleted) and one of its members, or 404 / 409 ORG_DELETED. */
-  async function memberOf(db: Db, principal: Principal, externalId: string, extId: string) {
+  /**
+   * 404 unless the member read is still the user's own membership (/v1/me): the app's server may have
+   * linked it to another user since it was looked up, giving it a new identity.
+   */
+  function requireOwner(member: MemberRow, owner: Owner | undefined) {
+    if (owner && (member.id !== owner.memberId || member.user_id !== owner.userId))
+      throw errors.notFound('Membership');
+  }
+
+  /** An org (not deleted) and one of its members (the user's own, when `owner` is given), or 404 / 409 ORG_DELETED. */
+  async function memberOf(db: Db, principal: Principal, externalId: string, extId: string, owner?: Owner) {
     const org = await orgOf(db, principal, externalId);
     if (org.status === 'deleted') throw orgDeleted();
     const member = await orgsStore(db).member(org.id, extId);
     if (!member) throw errors.notFound('Member');
+    requireOwner(member, owner);
     return { org, member };
   }
 
@@ -218,8 +234,14 @@ export function createOrgsService(deps: {
   }
 
   /** Two members who may open a 1:1 now, or the 403 that says why not. */
-  async function allowedPair(principal: Principal, externalId: string, extId: string, withExtId: string) {
-    const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
+  async function allowedPair(
+    principal: Principal,
+    externalId: string,
+    extId: string,
+    withExtId: string,
+    owner?: Owner,
+  ) {
+    const { org, member } = await memberOf(deps.pool, principal, externalId, extId, owner);
     const peer = await orgsStore(deps.pool).member(org.id, withExtId);
     if (!peer) throw errors.notFound('Member');
     requireChat(org, member);
@@ -626,8 +648,9 @@ export function createOrgsService(deps: {
       externalId: string,
       extId: string,
       query: { limit: number; cursor?: string },
+      owner?: Owner,
     ) => {
-      const { org, member } = await memberOf(deps.pool, principal, externalId, extId);
+      const { org, member } = await memberOf(deps.pool, principal, externalId, extId, owner);
       // A circle's people are listed to its admins and mods only (GET /v1/me/circles/{circle}/members).
       if (org.kind === 'circle' && !['owner', 'admin', 'mod'].includes(member.role))
         throw noChat('Only a circle’s admins and mods list its people', 'CIRCLE_ROLE');
@@ -655,8 +678,9 @@ export function createOrgsService(deps: {
       principal: Principal,
       externalId: string,
       input: { member: string; with: string },
+      owner?: Owner,
     ) => {
-      const { org, member, peer } = await allowedPair(principal, externalId, input.member, input.with);
+      const { org, member, peer } = await allowedPair(principal, externalId, input.member, input.with, owner);
       const prefix = await prefixOf(principal);
       const present = (row: MemberRow) => ({
         id: row.id,
@@ -682,7 +706,7 @@ export function createOrgsService(deps: {
         ttl_seconds: number;
       },
       /** The user's own membership (/v1/me): a business identity's call is its user's to ask for. */
-      own = false,
+      owner?: Owner,
     ) => {
       if ((input.team === undefined) === (input.with === undefined))
         throw errors.invalidField('body', 'team', 'give exactly one of team (a team room) and with (a 1:1)');
@@ -690,19 +714,19 @@ export function createOrgsService(deps: {
       let org: OrgRow;
       let member: MemberRow;
       if (input.with !== undefined) {
-        const pair = await allowedPair(principal, externalId, extId, input.with);
+        const pair = await allowedPair(principal, externalId, extId, input.with, owner);
         ({ org, member } = pair);
         // One room per pair, whoever calls: the two identity keys in order. `p+` and `t+` keep pair
         // and team rooms apart (no node holds a `+`).
         room = `p+${[pair.member.identity_key, pair.peer.identity_key].sort().join('~')}`;
       } else {
-        ({ org, member } = await memberOf(deps.pool, principal, externalId, extId));
+        ({ org, member } = await memberOf(deps.pool, principal, externalId, extId, owner));
         requireChat(org, member);
         if (!member.teams.includes(input.team!))
           throw noChat(`Member ${extId} is not in team ${input.team}`, 'NOT_IN_TEAM');
         room = `t+${nodeOf(input.team!)}`;
       }
-      if (org.kind !== 'org' && !own) throw userOrg(org.kind);
+      if (org.kind !== 'org' && !owner) throw userOrg(org.kind);
       if (org.kind !== 'org' && !(await businessStore(deps.pool).callsOn(org.id)))
         throw noChat(`Calls are off for this ${org.kind}`, 'CALLS_OFF');
       const identity = callIdentity(org, member.identity_key);
@@ -727,11 +751,15 @@ export function createOrgsService(deps: {
       return deps.cursors.page(rows, query.limit, (row) => presentMembership(prefix, row));
     },
 
-    /** The org and ext_id of one of the user's memberships (404 for anyone else's). */
+    /**
+     * The org and ext_id of one of the user's memberships (404 for anyone else's), and the owner that
+     * the operation on it checks again as it reads the member.
+     */
     myMembership: async (user: UserPrincipal, memberId: string) => {
       const row = await orgsStore(deps.pool).membershipOf(user, user.userId, memberId);
       if (!row) throw errors.notFound('Membership');
-      return { org: row.org_external_id, extId: row.ext_id };
+      const owner: Owner = { memberId, userId: user.userId };
+      return { org: row.org_external_id, extId: row.ext_id, owner };
     },
 
     changeMyMembership: async (
@@ -768,7 +796,7 @@ export function createOrgsService(deps: {
       input: { name?: string; ttl_seconds: number },
       admit: Admit,
       /** The user's own membership (/v1/me): it must still be theirs once locked. */
-      owner?: { memberId: string; userId: string },
+      owner?: Owner,
     ) =>
       inTransaction(deps.pool, async (tx) => {
         const org = await orgOf(tx, principal, externalId, 'share');
@@ -777,8 +805,7 @@ export function createOrgsService(deps: {
         if (org.status === 'deleted') throw orgDeleted();
         const member = await orgsStore(tx).member(org.id, extId, 'share');
         if (!member) throw errors.notFound('Member');
-        if (owner && (member.id !== owner.memberId || member.user_id !== owner.userId))
-          throw errors.notFound('Membership');
+        requireOwner(member, owner);
         requireChat(org, member);
         const prefix = await prefixOf(principal);
         const credential = await deps.chat.mintIdentityCredential(
