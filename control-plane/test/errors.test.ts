@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../src/app.js';
+import { ALL_ERRORS_MAX_VALUES } from '../src/http/validation.js';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
 /** Routes declared the way every module declares them, to see validation and failures end to end. */
@@ -65,6 +66,35 @@ describe('validation failures', () => {
     expect(error.fields.some((f: { field: string }) => f.field === 'kind')).toBe(true);
     expect(error.message).toMatch(/^Invalid request: /);
     expect(response.headers['x-svc-cost-usd']).toBe('0.000000');
+  });
+
+  it('name the first 100 failing fields, and how many more there were', async () => {
+    const response = await post({ user_id: 'u', tags: Array.from({ length: 150 }, () => 'toolong') });
+    expect(response.statusCode).toBe(422);
+    const { error } = response.json();
+    expect(error.fields).toHaveLength(100);
+    expect(error.fields[99]).toEqual({
+      in: 'body',
+      field: 'tags.99',
+      message: 'must NOT have more than 3 characters',
+    });
+    expect(error.message).toMatch(/; and 50 more$/);
+  });
+
+  // Listing every error of a megabyte of them took seconds of the process and answered 97 MB.
+  it(`name only the first failing field of input over ${ALL_ERRORS_MAX_VALUES} values`, async () => {
+    const tags = (length: number) => Array.from({ length }, () => 'toolong');
+    // The body holds its object, user_id and the array: the tags make up the rest.
+    const atTheLimit = await post({ user_id: 'u', tags: tags(ALL_ERRORS_MAX_VALUES - 3) });
+    expect(atTheLimit.json().error.fields).toHaveLength(100);
+    const overIt = await post({ user_id: 'u', tags: tags(ALL_ERRORS_MAX_VALUES - 2) });
+    expect(overIt.statusCode).toBe(422);
+    expect(overIt.json().error.fields).toEqual([
+      { in: 'body', field: 'tags.0', message: 'must NOT have more than 3 characters' },
+    ]);
+    const flood = await post({ user_id: 'u', tags: tags(90_000) });
+    expect(flood.json().error.fields).toHaveLength(1);
+    expect(flood.body.length).toBeLessThan(1_000);
   });
 
   it('accept the limits themselves', async () => {

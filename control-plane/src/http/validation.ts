@@ -13,7 +13,29 @@ const FORMATS = Object.fromEntries(
   ]),
 );
 
-const COMMON = { allErrors: true, removeAdditional: false, useDefaults: true, formats: FORMATS } as const;
+const COMMON = { removeAdditional: false, useDefaults: true, formats: FORMATS } as const;
+
+/**
+ * Input holding at most this many values (array items, properties, scalars) gets every failing field
+ * in its 422; larger input, its first. Listing every error of a large input costs the validator about
+ * 4 µs an error: a 1 MiB body of 340,000 empty strings took 2.6 s and answered 97 MB.
+ */
+export const ALL_ERRORS_MAX_VALUES = 2_000;
+
+/** Whether `data` holds at most `max` values, counted only as far as `max`. */
+function valuesAtMost(data: unknown, max: number): boolean {
+  let left = max;
+  const stack: unknown[] = [data];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    left -= 1;
+    if (left < 0) return false;
+    if (typeof value === 'object' && value !== null)
+      for (const inner of Array.isArray(value) ? value : Object.values(value)) stack.push(inner);
+    if (stack.length > left) return false;
+  }
+  return true;
+}
 
 /** Digits only, as a person writes a number: no exponent, hex, blanks or leading zeros. */
 const WRITTEN = {
@@ -29,6 +51,30 @@ function numericProperties(schema: FastifySchema | undefined): [string, keyof ty
   return Object.entries(properties ?? {}).flatMap(([name, property]) =>
     property.type === 'integer' || property.type === 'number' ? [[name, property.type] as const] : [],
   );
+}
+
+type Compile = (route: Parameters<Parameters<FastifyInstance['setValidatorCompiler']>[0]>[0]) => Validate;
+
+/**
+ * Validates with a validator that stops at the first error; a failure of input small enough is
+ * validated again, made on first need, to name every failing field (ALL_ERRORS_MAX_VALUES).
+ */
+function firstThenAll(route: Parameters<Compile>[0], firstError: Compile, everyError: Compile): Validate {
+  const first = firstError(route);
+  let every: Validate | undefined;
+  const checked: Validate = (data) => {
+    if (first(data)) {
+      checked.errors = null;
+      return true;
+    }
+    checked.errors = first.errors;
+    if (valuesAtMost(data, ALL_ERRORS_MAX_VALUES)) {
+      every ??= everyError(route);
+      if (!every(data)) checked.errors = every.errors;
+    }
+    return false;
+  };
+  return checked;
 }
 
 /**
@@ -68,14 +114,19 @@ function strictNumbers(schema: FastifySchema | undefined, validate: Validate): V
  * converted to the declared numbers and booleans only when written plainly.
  */
 export function registerValidation(app: FastifyInstance): void {
-  const compilers = AjvCompiler();
-  const strict = compilers({}, { customOptions: { ...COMMON, coerceTypes: false } });
-  const fromText = compilers({}, { customOptions: { ...COMMON, coerceTypes: 'array' } });
+  const [strict, fromText] = [validators(false), validators('array')];
   app.setValidatorCompiler((route) =>
-    route.httpPart === 'body'
-      ? strict(route)
-      : strictNumbers(route.schema as FastifySchema, fromText(route) as Validate),
+    route.httpPart === 'body' ? strict(route) : strictNumbers(route.schema as FastifySchema, fromText(route)),
   );
+}
+
+/** A compiler of validators that take input as sent (false) or converted from text ('array'). */
+function validators(coerceTypes: false | 'array'): Compile {
+  const compilers = AjvCompiler();
+  const compiler = (allErrors: boolean) =>
+    compilers({}, { customOptions: { ...COMMON, coerceTypes, allErrors } }) as Compile;
+  const [firstError, everyError] = [compiler(false), compiler(true)];
+  return (route) => firstThenAll(route, firstError, everyError);
 }
 
 /**
@@ -83,12 +134,7 @@ export function registerValidation(app: FastifyInstance): void {
  * same bodies the API takes): the same compiler, formats and messages; a 422 naming each field.
  */
 export function bodyValidator<S extends TSchema>(schema: S): (data: unknown) => Static<S> {
-  const validate = AjvCompiler()({}, { customOptions: { ...COMMON, coerceTypes: false } })({
-    schema,
-    method: 'POST',
-    url: '/',
-    httpPart: 'body',
-  }) as Validate;
+  const validate = validators(false)({ schema, method: 'POST', url: '/', httpPart: 'body' });
   return (data) => {
     if (validate(data)) return data as Static<S>;
     throw errors.validation((validate.errors ?? []).map((issue) => fieldOf(issue as never, 'body')));

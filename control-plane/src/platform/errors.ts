@@ -105,13 +105,20 @@ export class UpstreamError extends ServiceError {
   }
 }
 
+/** Failing fields a 422 names at most: enough for any form, and a bounded answer to a flood of them. */
+export const FIELDS_NAMED = 100;
+
 export const errors = {
-  validation: (fields: FieldError[]) =>
-    new ServiceError(
+  /** A 422 naming the failing fields: the first FIELDS_NAMED of them, and how many more there were. */
+  validation: (failing: FieldError[]) => {
+    const fields = failing.slice(0, FIELDS_NAMED);
+    const more = failing.length - fields.length;
+    return new ServiceError(
       'invalid_request',
-      `Invalid request: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}`,
+      `Invalid request: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
       { fields },
-    ),
+    );
+  },
   /** One invalid field, where the schema alone cannot tell (a cursor this API never gave out). */
   invalidField: (place: FieldError['in'], field: string, message: string) =>
     errors.validation([{ in: place, field, message }]),
