@@ -175,6 +175,28 @@ describe('the daily request cap', () => {
     expect((await balance({ authorization: `Bearer ${second.token}` })).statusCode).toBe(200);
   });
 
+  it('counts invalid requests too, on operations that admit in their handler as on the others', async () => {
+    const { token } = await createCustomer(ctx.container, { plan: 'scale', dailyRequestCap: 3 });
+    const headers = { authorization: `Bearer ${token}` };
+    // A chat credential admits in its handler, its own Redis work in the admission's round trip.
+    const invalidMint = () =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/v1/realtime/chat/tokens',
+        headers,
+        payload: { user_id: 'u-1', ttl_seconds: 1 },
+        remoteAddress: uniqueAddress(),
+      });
+    for (const remaining of ['2', '1']) {
+      const refused = await invalidMint();
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().error.fields[0]).toMatchObject({ in: 'body', field: 'ttl_seconds' });
+      expect(refused.headers['ratelimit-remaining']).toBe(remaining);
+    }
+    expect((await balance(headers)).headers['ratelimit-remaining']).toBe('0');
+    expect((await invalidMint()).statusCode).toBe(429);
+  });
+
   it('comes from the plan: Pro 100,000, Scale its custom cap', async () => {
     const pro = await createCustomer(ctx.container, { plan: 'pro' });
     expect((await balance({ authorization: `Bearer ${pro.token}` })).headers['ratelimit-limit']).toBe(

@@ -244,6 +244,8 @@ function registerRoute(
     ...(links ? { links: { [String(declared.status ?? 200)]: links } } : {}),
     ...(declared.logLevel ? { logLevel: declared.logLevel } : {}),
     ...(declared.head === false ? { exposeHeadRoute: false } : {}),
+    // An operation that admits in its handler gets its validation failure there, to admit it first.
+    ...(declared.admission === 'in-handler' ? { attachValidation: true } : {}),
     childLoggerFactory: (logger, bindings, options) =>
       logger.child({ ...bindings, operation: declared.operationId }, options),
     schema: {
@@ -286,6 +288,12 @@ function registerRoute(
         reply.headers(rateLimitHeaders(admitted.quota));
         return admitted.result;
       };
+      if (request.validationError) {
+        // Invalid requests count toward the daily cap as on every other operation (and a refused
+        // one gets the refusal): admitted alone, without the operation's own script.
+        if (principal) await admit();
+        throw request.validationError;
+      }
       let signal: AbortSignal | undefined;
       const call = {
         get signal() {
