@@ -36,7 +36,13 @@ describe('/readyz', () => {
 
     redis.kill('SIGTERM');
     await once(redis, 'exit');
-    const down = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    // The probes answer for a second: the next round finds Redis down.
+    const deadline = Date.now() + 5_000;
+    let down = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    while (down.statusCode === 200 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      down = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    }
     expect(down.statusCode).toBe(503);
     expect(down.json()).toEqual({
       status: 'unavailable',

@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import type { Probe } from '../../adapters/probes.js';
 import { route } from '../../platform/route.js';
 import { HealthResponse, ReadinessResponse } from './schema.js';
-import { checkReadiness, watchDependencies } from './service.js';
+import { watchDependencies } from './service.js';
 
 export interface SystemDeps {
   probes: Record<string, Probe>;
@@ -38,10 +38,12 @@ export const systemRoutes = (deps: SystemDeps) => {
       auth: 'public',
       tags: ['system'],
       summary: 'PostgreSQL, Redis and each bundled server are reachable',
+      description:
+        'Readiness: 503 while any dependency did not answer its probe, at most a second ago (the probes /healthz shares: however often either is asked, the dependencies are probed once a second).',
       response: ReadinessResponse,
       otherResponses: { 503: ReadinessResponse },
       handler: async ({ reply, log }) => {
-        const readiness = await checkReadiness(deps.probes);
+        const readiness = await dependencies();
         if (readiness.ready) return { status: 'ready' as const, checks: readiness.checks };
         log.warn({ failures: readiness.failures }, 'not ready');
         reply.status(503);

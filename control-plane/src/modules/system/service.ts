@@ -1,7 +1,7 @@
 import type { Probe } from '../../adapters/probes.js';
 
 /** Runs every probe at once; one that fails or takes over its timeout marks its dependency down. */
-export async function checkReadiness(probes: Record<string, Probe>) {
+async function checkReadiness(probes: Record<string, Probe>) {
   const names = Object.keys(probes);
   const results = await Promise.allSettled(names.map((name) => probes[name]!()));
   const checks = Object.fromEntries(
@@ -14,12 +14,15 @@ export async function checkReadiness(probes: Record<string, Probe>) {
   return { ready: failures.length === 0, checks, failures };
 }
 
-/** How long one round of probes answers /healthz: a poller asking often costs one round a second. */
+/**
+ * How long one round of probes answers /healthz and /readyz: public, so a poller or a flood asking
+ * often costs one round a second (a query, a ping and a call to each bundled server).
+ */
 const HEALTH_FRESH_MS = 1_000;
 
 /**
- * The dependencies' states for /healthz, probed at most once per HEALTH_FRESH_MS however often and
- * however concurrently it is asked (callers share the round in flight).
+ * The dependencies' states for /healthz and /readyz, probed at most once per HEALTH_FRESH_MS however
+ * often and however concurrently they are asked (callers share the round in flight).
  */
 export function watchDependencies(probes: Record<string, Probe>) {
   let last: { at: number; round: ReturnType<typeof checkReadiness> } | undefined;
