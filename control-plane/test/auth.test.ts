@@ -1,10 +1,21 @@
 import { randomInt } from 'node:crypto';
+import type { Interceptor } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer, startTestApp, type TestContext, uniqueAddress } from './support.js';
 
+/** Keys looked up in PostgreSQL by their hash. */
+let keyLookups = 0;
+const countKeyLookups: Interceptor = {
+  name: 'count-key-lookups',
+  beforeQueryExecution: async (_context, query) => {
+    if (query.sql.includes('k.token_hash =')) keyLookups += 1;
+    return null;
+  },
+};
+
 let ctx: TestContext;
 beforeAll(async () => {
-  ctx = await startTestApp();
+  ctx = await startTestApp({ interceptors: [countKeyLookups] });
 });
 afterAll(async () => {
   await ctx.close();
@@ -112,6 +123,21 @@ describe('the invalid-key lockout', () => {
     expect((await balance({ 'x-api-key': 'svc_test_nope' }, `${network}::abcd`)).statusCode).toBe(429);
     // Another /64 is another client.
     expect((await balance({ 'x-api-key': 'svc_test_nope' }, '2001:db8:ffff:ffff::1')).statusCode).toBe(401);
+  });
+
+  it('looks up no key of a locked-out address, and keeps no unknown key in the cache', async () => {
+    const address = uniqueAddress();
+    const madeUp = (n: number) => ({ 'x-api-key': `svc_test_${String(n).padStart(32, '5')}` });
+    const before = keyLookups;
+    for (let attempt = 1; attempt <= 20; attempt += 1) await balance(madeUp(attempt), address);
+    expect(keyLookups - before).toBe(20);
+    for (let attempt = 21; attempt <= 30; attempt += 1)
+      expect((await balance(madeUp(attempt), address)).statusCode).toBe(429);
+    expect(keyLookups - before).toBe(20);
+    // Made up keys are not kept, so that a flood of them cannot push the real ones out: asked again
+    // (from an address not locked out), one is looked up again.
+    expect((await balance(madeUp(1), uniqueAddress())).statusCode).toBe(401);
+    expect(keyLookups - before).toBe(21);
   });
 
   it('does not count requests that carry no key at all', async () => {

@@ -59,14 +59,18 @@ const keyCheck = (check: KeyCheck, token: string): Check => {
 /** Which credential an auth kind takes, and where the request carries it. */
 interface KeyRule {
   read(request: FastifyRequest): string | undefined;
-  check(deps: AuthDeps, token: string): Promise<Check>;
+  check(deps: AuthDeps, token: string, address: string): Promise<Check>;
   missing(): Error;
 }
+
+/** A locked-out address's keys are not looked up: 429 before PostgreSQL is asked. */
+const unlocked = (deps: AuthDeps, address: string) => () => deps.admission.requireUnlocked(address);
 
 const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
   'secret-key': {
     read: presentedKey,
-    check: async (deps, token) => keyCheck(await deps.keys.checkSecretKey(token), token),
+    check: async (deps, token, address) =>
+      keyCheck(await deps.keys.checkSecretKey(token, unlocked(deps, address)), token),
     missing: errors.missingKey,
   },
   'publishable-key': {
@@ -74,7 +78,8 @@ const KEY_RULES: Partial<Record<AuthKind, KeyRule>> = {
       const header = request.headers['x-publishable-key'];
       return Array.isArray(header) ? header[0] : header;
     },
-    check: async (deps, token) => keyCheck(await deps.keys.checkPublishableKey(token), token),
+    check: async (deps, token, address) =>
+      keyCheck(await deps.keys.checkPublishableKey(token, unlocked(deps, address)), token),
     missing: () =>
       errors.invalidKey('send the publishable key (pk_live_… or pk_test_…) in X-Publishable-Key'),
   },
@@ -128,7 +133,7 @@ export function authHook(declared: Route, deps: AuthDeps) {
       const token = rule.read(request);
       if (token === undefined || token === '')
         return deps.admission.refuse(request.ip, rule.missing(), false);
-      const check = await rule.check(deps, token);
+      const check = await rule.check(deps, token, request.ip);
       if (!check.ok) return deps.admission.refuse(request.ip, check.error, check.countsTowardLockout);
       const { principal } = check;
       request.principal = principal;

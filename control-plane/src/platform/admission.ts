@@ -162,6 +162,21 @@ export function createAdmission(deps: { redis: Redis; clock: Clock; standing: St
      * A missing or invalid key: 429 while the address is locked out, else the given 401 (an invalid
      * key, unlike a missing one, also counts toward the lockout).
      */
+    /**
+     * 429 while the address is locked out, counting nothing: checked before a key missing from the
+     * cache is looked up, so that an address locked out for made-up keys costs PostgreSQL nothing.
+     */
+    requireUnlocked: async (address: string): Promise<void> => {
+      const failures = (await invalidKey(
+        1,
+        lockoutKey(address),
+        INVALID_KEY_LIMIT,
+        INVALID_KEY_WINDOW_SECONDS,
+        '0',
+      )) as number;
+      if (failures < 0) throw errors.lockedOut(-failures);
+    },
+
     refuse: async (address: string, refusal: Error, counts: boolean): Promise<never> => {
       const failures = (await invalidKey(
         1,

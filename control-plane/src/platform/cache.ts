@@ -89,6 +89,8 @@ export function createSharedCache<V>(options: {
   ttlMs: number;
   maxEntries: number;
   bus: InvalidationBus;
+  /** Which loaded values are kept (all by default); the others are answered and loaded again next time. */
+  keeps?: (value: V) => boolean;
 }): SharedCache<V> {
   const entries = new Map<string, { value: V; expiresAt: number }>();
   const loading = new Map<string, Promise<V>>();
@@ -115,6 +117,7 @@ export function createSharedCache<V>(options: {
         (value) => {
           if (loading.get(key) === promise) {
             loading.delete(key);
+            if (options.keeps && !options.keeps(value)) return value;
             // Maps keep insertion order: the first entry is the oldest.
             if (entries.size >= options.maxEntries) entries.delete(entries.keys().next().value as string);
             entries.set(key, { value, expiresAt: performance.now() + options.ttlMs });

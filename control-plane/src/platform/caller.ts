@@ -38,9 +38,10 @@ export type KeyRefusal = 'malformed' | 'publishable' | 'secret' | 'unknown' | 'r
 export type KeyCheck = { ok: true; principal: Principal } | { ok: false; refusal: KeyRefusal };
 
 /** Resolves presented keys; the accounts module implements it, the HTTP pipeline calls it. */
+/** Resolves keys; `beforeLookup` runs before a key the resolver does not hold is looked up. */
 export interface KeyResolver {
-  checkSecretKey(token: string): Promise<KeyCheck>;
-  checkPublishableKey(token: string): Promise<KeyCheck>;
+  checkSecretKey(token: string, beforeLookup?: () => Promise<void>): Promise<KeyCheck>;
+  checkPublishableKey(token: string, beforeLookup?: () => Promise<void>): Promise<KeyCheck>;
 }
 
 /** The caller of a /v1/me/… request: an app's user, vouched for by a user token the app's key minted. */

@@ -23,9 +23,9 @@ const customCapRefused = () =>
   new ServiceError('invalid_request', 'only Scale accounts take a custom daily request cap');
 
 /**
- * Keys are read on every request: resolved keys (and unknown hashes, so that a flood of bad keys
- * never reaches PostgreSQL) are kept in process for a minute, and a revocation or a plan change
- * reaches every replica at once through the invalidation bus.
+ * Keys are read on every request: resolved keys are kept in process for a minute, and a revocation
+ * or a plan change reaches every replica at once through the invalidation bus. Unknown keys are not
+ * kept (made-up ones would push the real ones out); the address's lockout bounds their lookups.
  */
 const KEY_CACHE_TTL_MS = 60_000;
 const KEY_CACHE_ENTRIES = 100_000;
@@ -66,6 +66,8 @@ export function createAccountsService(deps: {
     ttlMs: KEY_CACHE_TTL_MS,
     maxEntries: KEY_CACHE_ENTRIES,
     bus: deps.bus,
+    // Not an unknown key: a flood of made-up ones would push the real ones out.
+    keeps: (row) => row !== null,
   });
 
   // Apps are never renamed or deleted, so an app's name needs no invalidation, only a bound.
@@ -82,14 +84,24 @@ export function createAccountsService(deps: {
     return app;
   }
 
-  /** The row is found by the key's hash; the hash is then compared in constant time. */
-  async function checkKey(token: string, kind: KeyKind): Promise<KeyCheck> {
+  /**
+   * The row is found by the key's hash; the hash is then compared in constant time. `beforeLookup`
+   * runs before a key missing from the cache is looked up (the address's lockout).
+   */
+  async function checkKey(
+    token: string,
+    kind: KeyKind,
+    beforeLookup?: () => Promise<void>,
+  ): Promise<KeyCheck> {
     const match = KEY_PATTERN.exec(token);
     if (!match) return { ok: false, refusal: 'malformed' };
     const presented = match[1] === 'pk' ? 'publishable' : 'secret';
     if (presented !== kind) return { ok: false, refusal: presented };
     const hash = sha256(token);
-    const row = await keyCache.get(hash.toString('hex'), () => store.findPrincipalByTokenHash(hash));
+    const row = await keyCache.get(hash.toString('hex'), async () => {
+      await beforeLookup?.();
+      return store.findPrincipalByTokenHash(hash);
+    });
     if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
     recordUse(row.key_id);
@@ -98,9 +110,9 @@ export function createAccountsService(deps: {
 
   const resolver: KeyResolver = {
     /** Resolves a secret key (svc_…). */
-    checkSecretKey: (token) => checkKey(token, 'secret'),
+    checkSecretKey: (token, beforeLookup) => checkKey(token, 'secret', beforeLookup),
     /** Resolves a publishable key (pk_…), the only kind a client may send. */
-    checkPublishableKey: (token) => checkKey(token, 'publishable'),
+    checkPublishableKey: (token, beforeLookup) => checkKey(token, 'publishable', beforeLookup),
   };
 
   /** A secret key's principal by its id, and whether it is revoked; null for no such secret key. */
