@@ -2,8 +2,10 @@ import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { type DatabasePool, ForeignKeyIntegrityConstraintViolationError } from 'slonik';
 import type { MediaProbe, MediaTools } from '../../adapters/media-tools.js';
+import { redisScript } from '../../adapters/redis.js';
 import type { ObjectStore } from '../../adapters/s3.js';
 import type { Accrual } from '../../platform/accrual.js';
+import { clientNetwork } from '../../platform/addresses.js';
 import type { Principal } from '../../platform/caller.js';
 import { type Clock, fixedWindow } from '../../platform/clock.js';
 import { errors, ServiceError } from '../../platform/errors.js';
@@ -33,6 +35,20 @@ const SWEEP_BATCH = 1_000;
  */
 const REMOVAL_GRACE_MS = 300_000;
 const HOUR_MS = 3_600_000;
+/**
+ * Reserves a download's bytes (A1) in the address's hour (K1) as it starts, so that downloads at once
+ * count each other: admitted (1) while what the hour held before it is under the cap (A2), so one
+ * download may end past it; refused (0, nothing kept) once it is not. The hour's counter expires
+ * after A3 seconds.
+ */
+const RESERVE_BYTES = `
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3], 'NX')
+if used - tonumber(ARGV[1]) >= tonumber(ARGV[2]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return 0
+end
+return 1`;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
 
@@ -127,17 +143,30 @@ export function createMediaService(deps: {
     };
   }
 
-  /** The address's downloads this hour: its Redis counter and the seconds left in the hour. */
+  /**
+   * The address's downloads this hour: its Redis counter and the seconds left in the hour. Per network,
+   * as the lockout counts: an IPv6 /64 is one client's, however it rotates its addresses.
+   */
   function addressHour(address: string) {
     const hour = fixedWindow(deps.clock.now(), HOUR_MS / 1000);
-    return { key: `svc:media-bytes:${hour.index}:${address}`, secondsLeft: hour.secondsLeft };
+    return { key: `svc:media-bytes:${hour.index}:${clientNetwork(address)}`, secondsLeft: hour.secondsLeft };
   }
 
-  /** Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. */
+  const reserveBytes = redisScript<number>(deps.redis, RESERVE_BYTES);
+  const overCap = (hour: { secondsLeft: number }) =>
+    errors.rateLimited(
+      'This address downloaded its hour’s share of media; try again in the next hour',
+      hour.secondsLeft,
+    );
+
+  /**
+   * Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends, when
+   * the part of the address's reservation that was not sent is given back.
+   */
   function metered(
     body: Readable,
     payer: { accountId: string; appId: string; mode: 'live' | 'test' },
-    addressKey: string,
+    reservation: { key: string; bytes: number } | null,
   ) {
     let bytes = 0;
     // Counted as each chunk passes (a 'data' listener would let the stream flow before it is sent).
@@ -148,15 +177,10 @@ export function createMediaService(deps: {
       },
     });
     counter.on('close', () => {
-      if (bytes === 0) return;
-      deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
-      if (deps.bytesPerAddressHour > 0)
-        deps.redis
-          .multi()
-          .incrby(addressKey, bytes)
-          .expire(addressKey, HOUR_MS / 1000)
-          .exec()
-          .catch(onError);
+      if (bytes > 0)
+        deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
+      if (reservation && reservation.bytes > bytes)
+        deps.redis.decrby(reservation.key, reservation.bytes - bytes).catch(onError);
     });
     // pipeline, not pipe: a client that goes away destroys MinIO's response too, freeing its socket.
     pipeline(body, counter, () => {});
@@ -297,19 +321,15 @@ export function createMediaService(deps: {
     /**
      * Serves media or its thumbnail to anyone with the URL: one range when asked (206), metered as
      * bandwidth of the media's app. Deleted media, or media whose bytes are gone, is a 404; an address
-     * past its hour's bytes a 429 (counted when each download ends, across replicas).
+     * past its hour's bytes a 429 (across replicas: each download reserves its bytes as it starts, and
+     * gives back what it did not send when it ends).
      */
     async serve(id: string, variant: 'file' | 'thumbnail', rangeHeader: string | undefined, address: string) {
       const hour = addressHour(address);
-      if (deps.bytesPerAddressHour > 0) {
-        const used = Number((await deps.redis.get(hour.key)) ?? 0);
-        if (used >= deps.bytesPerAddressHour) {
-          throw errors.rateLimited(
-            'This address downloaded its hour’s share of media; try again in the next hour',
-            hour.secondsLeft,
-          );
-        }
-      }
+      const capped = deps.bytesPerAddressHour > 0;
+      // Refused before anything is read when it is already past; the reservation below decides.
+      if (capped && Number((await deps.redis.get(hour.key)) ?? 0) >= deps.bytesPerAddressHour)
+        throw overCap(hour);
       const media = await mediaStore(deps.pool).live(id);
       if (!media) throw errors.notFound(`Media ${id}`);
       const thumbnail = variant === 'thumbnail';
@@ -322,6 +342,13 @@ export function createMediaService(deps: {
           status: 416,
           headers: { 'content-range': `bytes */${read.unsatisfiable}` },
         });
+      }
+      if (
+        capped &&
+        (await reserveBytes(1, hour.key, read.length, deps.bytesPerAddressHour, HOUR_MS / 1000)) === 0
+      ) {
+        read.body.destroy();
+        throw overCap(hour);
       }
       return {
         status: read.contentRange ? 206 : 200,
@@ -340,7 +367,7 @@ export function createMediaService(deps: {
         body: metered(
           read.body,
           { accountId: media.account_id, appId: media.app_id, mode: media.mode },
-          hour.key,
+          capped ? { key: hour.key, bytes: read.length } : null,
         ),
       };
     },
