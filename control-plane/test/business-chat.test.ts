@@ -300,7 +300,10 @@ describe('a business’s team on the chat server', () => {
     expect(group.statusCode, group.body).toBe(201);
     const { jid } = group.json();
     const [sam, boss, outsider] = [await staff.atWork(), await owner.atWork(), await other.atWork()];
+    // Both members' bookmarks, written together: each holds the group, the outsider's does not.
     expect(await bookmarks(boss)).toContain(jid);
+    expect(await bookmarks(sam)).toContain(jid);
+    expect(await bookmarks(outsider)).not.toContain(jid);
     expect((await enter(sam, jid, 'Sam')).attrs.type).toBeUndefined();
     expect((await enter(boss, jid, 'Boss')).attrs.type).toBeUndefined();
     expect(

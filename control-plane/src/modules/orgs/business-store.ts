@@ -195,6 +195,13 @@ export function businessStore(db: Db) {
         where m.org_id = ${orgId} and m.id = ${memberId}
         ${lock ? sql.fragment`for update of m` : sql.fragment``}`),
 
+    /** The people of the team among `memberIds`, whatever their status. */
+    persons: (orgId: string, memberIds: readonly string[]) =>
+      db.any(sql.type(PersonRow)`
+        select ${memberColumns}, s.may_reply, s.number
+        from org_members m left join business_staff s on s.member_id = m.id
+        where m.org_id = ${orgId} and m.id = any(${sql.array(memberIds, 'text')})`),
+
     personOfUser: (orgId: string, userId: string) =>
       db.maybeOne(sql.type(PersonRow)`
         select ${memberColumns}, s.may_reply, s.number
@@ -346,10 +353,11 @@ export function businessStore(db: Db) {
         on conflict do nothing`),
 
     /** The groups (org teams) a member is in: what their bookmarks list besides the inbox. */
-    groupsOf: (memberId: string) =>
-      db.any(sql.type(z.object({ ext_id: z.string(), name: z.string() }))`
-        select t.ext_id, t.name from org_team_members tm join org_teams t on t.id = tm.team_id
-        where tm.member_id = ${memberId}
-        order by t.created_at`),
+    /** The groups of each of `memberIds`, oldest first. */
+    groupsOf: (memberIds: readonly string[]) =>
+      db.any(sql.type(z.object({ member_id: z.string(), ext_id: z.string(), name: z.string() }))`
+        select tm.member_id, t.ext_id, t.name from org_team_members tm join org_teams t on t.id = tm.team_id
+        where tm.member_id = any(${sql.array(memberIds, 'text')})
+        order by t.created_at, t.id`),
   };
 }

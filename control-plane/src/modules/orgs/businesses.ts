@@ -139,25 +139,37 @@ export function createBusinessesService(deps: {
     }));
 
   /**
-   * A member identity's bookmarks, replaced whole: the inbox's staff room if they work it, and their
-   * groups. The bundle keeps these identities' bookmarks; nobody else writes them.
+   * Member identities' bookmarks, replaced whole: the inbox's staff room if they work it, and their
+   * groups. The bundle keeps these identities' bookmarks; nobody else writes them. Two statements and
+   * one ejabberd call per thousand people, however many are named.
    */
-  async function syncBookmarks(tx: Transaction, prefix: string, business: BusinessOrgRow, memberId: string) {
+  async function syncBookmarks(
+    tx: Transaction,
+    prefix: string,
+    business: BusinessOrgRow,
+    memberIds: readonly string[],
+  ) {
+    if (memberIds.length === 0) return;
     const store = businessStore(tx);
-    const person = await store.person(business.id, memberId);
-    if (!person) return;
-    const nick = person.title ?? person.display_name ?? business.name;
-    const rooms: Bookmark[] = [
-      ...(person.number === null
-        ? []
-        : [{ jid: roomJid(inboxNode(prefix, business)), name: business.inbox_name, nick }]),
-      ...(await store.groupsOf(memberId)).map((group) => ({
-        jid: roomJid(orgNode(prefix, business.chat_key, group.ext_id)),
-        name: group.name,
-        nick,
-      })),
-    ];
-    await deps.ejabberd.setBookmarks(identityNode(prefix, business, person.identity_key), rooms);
+    const groups = new Map<string, { ext_id: string; name: string }[]>();
+    for (const group of await store.groupsOf(memberIds))
+      groups.set(group.member_id, [...(groups.get(group.member_id) ?? []), group]);
+    await deps.ejabberd.setManyBookmarks(
+      (await store.persons(business.id, memberIds)).map((person) => {
+        const nick = person.title ?? person.display_name ?? business.name;
+        const rooms: Bookmark[] = [
+          ...(person.number === null
+            ? []
+            : [{ jid: roomJid(inboxNode(prefix, business)), name: business.inbox_name, nick }]),
+          ...(groups.get(person.id) ?? []).map((group) => ({
+            jid: roomJid(orgNode(prefix, business.chat_key, group.ext_id)),
+            name: group.name,
+            nick,
+          })),
+        ];
+        return { user: identityNode(prefix, business, person.identity_key), rooms };
+      }),
+    );
   }
 
   /**
@@ -184,7 +196,7 @@ export function createBusinessesService(deps: {
       rooms,
       staffPeople(prefix, business, await store.staff(business.id)),
     );
-    for (const memberId of moved) await syncBookmarks(tx, prefix, business, memberId);
+    await syncBookmarks(tx, prefix, business, moved);
   }
 
   /** Adds one person to the inbox's staff (a new member: accepted, approved, the owner at the start). */
@@ -1039,7 +1051,7 @@ export function createBusinessesService(deps: {
       if (person.role === 'owner')
         throw conflict('The owner cannot be removed: hand the business over first', 'OWNER_STAYS');
       if (!self && person.role === 'admin') needRole(business.my_role, 'owner', 'remove an admin');
-      const groups = await businessStore(tx).groupsOf(person.id);
+      const groups = await businessStore(tx).groupsOf([person.id]);
       await orgsStore(tx).deleteMember(person.id);
       if (person.status === 'active' || person.status === 'disabled') {
         const prefix = await prefixOf(user);
@@ -1106,7 +1118,12 @@ export function createBusinessesService(deps: {
           place: 'member' as const,
         })),
       );
-      for (const person of people) await syncBookmarks(tx, settings.chat_prefix, business, person.id);
+      await syncBookmarks(
+        tx,
+        settings.chat_prefix,
+        business,
+        people.map((person) => person.id),
+      );
       deps.orgs.reachChanged(tx, business);
       return { id: groupId, name: input.name, jid: roomJid(room), members: memberIds, created_at: iso(now) };
     },
