@@ -10,6 +10,10 @@ describe('looksLikeActiveDocument', () => {
     expect(active('<!-- a -->\n<!---->  <SCRIPT>alert(1)</script>')).toBe(true);
     expect(active('<?xml version="1.0"?><!-- made by hand --><html>')).toBe(true);
     expect(active('<iframe src=x>')).toBe(true);
+    // Comments end where a browser ends them: empty ones at once, and at --!> too.
+    expect(active('<!--><script>alert(1)</script>')).toBe(true);
+    expect(active('<!---><html>')).toBe(true);
+    expect(active('<!-- a --!><svg>')).toBe(true);
   });
 
   it('passes what a browser would not take for a document', () => {

@@ -40,10 +40,21 @@ export function isAllowedContentType(contentType: string): boolean {
 /** Names that browsers would treat as HTML or SVG, whatever type they are declared with. */
 export const ACTIVE_DOCUMENT_NAME = /\.(html?|xhtml|xht|shtml|svgz?|mht(ml)?)$/i;
 
+/** Where a comment that starts `text` ends, as a browser's HTML parser ends it; -1 if it never does. */
+function commentEnd(text: string): number {
+  // `<!-->` and `<!--->` are empty comments, closed at once.
+  if (text.startsWith('<!-->')) return 5;
+  if (text.startsWith('<!--->')) return 6;
+  const ends = [text.indexOf('-->', 4), text.indexOf('--!>', 4)].filter((at) => at !== -1);
+  if (ends.length === 0) return -1;
+  const at = Math.min(...ends);
+  return at + (text.startsWith('--!>', at) ? 4 : 3);
+}
+
 /**
  * The first bytes of an HTML or SVG document (after a BOM, white space, an XML prolog or comments).
- * Comments are skipped by a scan, each ending at its first `-->` as a browser reads it: a regex with a
- * repeated lazy comment took time doubling with each comment (a minute for 30 `<!---->`).
+ * Comments are skipped by a scan, each ending where a browser ends it: a regex with a repeated lazy
+ * comment took time doubling with each comment (a minute for 30 `<!---->`).
  */
 export function looksLikeActiveDocument(head: Buffer): boolean {
   let text = head
@@ -54,9 +65,9 @@ export function looksLikeActiveDocument(head: Buffer): boolean {
   const prolog = /^<\?xml[^>]*>/.exec(text);
   if (prolog) text = text.slice(prolog[0].length).trimStart();
   while (text.startsWith('<!--')) {
-    const end = text.indexOf('-->', 4);
+    const end = commentEnd(text);
     if (end === -1) return false;
-    text = text.slice(end + 3).trimStart();
+    text = text.slice(end).trimStart();
   }
   return /^<(!doctype\s+(html|svg)|html|svg|head|body|script|iframe)[\s>/]/.test(text);
 }
