@@ -17,4 +17,25 @@ describe('watchDependencies', () => {
     await dependencies();
     expect(probed).toBe(2);
   });
+
+  it('starts no round while one is still waiting for a slow probe', async () => {
+    let probed = 0;
+    let answer = () => {};
+    const dependencies = watchDependencies({
+      livekit: () => {
+        probed += 1;
+        return new Promise<void>((resolve) => {
+          answer = resolve;
+        });
+      },
+    });
+    const first = dependencies();
+    await new Promise((resolve) => setTimeout(resolve, 1_050));
+    expect(dependencies()).toBe(first);
+    expect(probed).toBe(1);
+    answer();
+    await first;
+    expect(dependencies()).toBe(first);
+    expect(probed).toBe(1);
+  });
 });

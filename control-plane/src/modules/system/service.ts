@@ -25,10 +25,17 @@ const HEALTH_FRESH_MS = 1_000;
  * often and however concurrently they are asked (callers share the round in flight).
  */
 export function watchDependencies(probes: Record<string, Probe>) {
-  let last: { at: number; round: ReturnType<typeof checkReadiness> } | undefined;
+  let last: { endedAt: number | null; round: ReturnType<typeof checkReadiness> } | undefined;
   return () => {
-    const now = performance.now();
-    if (!last || now - last.at >= HEALTH_FRESH_MS) last = { at: now, round: checkReadiness(probes) };
+    // Fresh for a second from when it ended: probes slow to time out (a dependency away) are never
+    // run again while a round is still waiting for them.
+    if (!last || (last.endedAt !== null && performance.now() - last.endedAt >= HEALTH_FRESH_MS)) {
+      const round = { endedAt: null as number | null, round: checkReadiness(probes) };
+      void round.round.then(() => {
+        round.endedAt = performance.now();
+      });
+      last = round;
+    }
     return last.round;
   };
 }
