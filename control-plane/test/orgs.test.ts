@@ -383,4 +383,23 @@ describe("a user's own membership (/v1/me)", () => {
     expect(raced.statusCode, raced.body).toBe(404);
     expect(raced.json().error).toMatchObject({ type: 'not_found', message: 'Membership not found' });
   });
+
+  it('has its settings changed only while it is the user’s', async () => {
+    const app = await customer();
+    await app.org('corp');
+    const ana = (await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-ana' })).json();
+    const userToken = (await app.call('POST', '/v1/users/u-ana/tokens', {})).json().token;
+    afterMembershipRead = async () => {
+      await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-bo' });
+    };
+    const raced = await callWithKey(ctx.app, userToken, 'PATCH', `/v1/me/org-memberships/${ana.id}`, {
+      muted: true,
+    });
+    expect(afterMembershipRead).toBeNull();
+    expect(raced.statusCode, raced.body).toBe(404);
+    // Now the other user's membership: not muted by the first.
+    const boToken = (await app.call('POST', '/v1/users/u-bo/tokens', {})).json().token;
+    const [mine] = (await callWithKey(ctx.app, boToken, 'GET', '/v1/me/org-memberships')).json().items;
+    expect(mine).toMatchObject({ id: ana.id, muted: false });
+  });
 });

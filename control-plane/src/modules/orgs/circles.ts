@@ -303,7 +303,7 @@ export function createCirclesService(deps: {
       );
     for (const room of autoJoin) await store.joinRoom(room.id, [person.id], now);
     if (name !== person.display_name)
-      await orgsStore(tx).setOwnSettings(person.id, { displayName: name }, now);
+      await orgsStore(tx).setOwnSettings(person.id, person.user_id!, { displayName: name }, now);
     if (counted(existing)) await withinSize(tx, circle);
     deps.orgs.reachChanged(tx, circle);
     return person.id;

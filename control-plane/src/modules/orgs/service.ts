@@ -769,19 +769,21 @@ export function createOrgsService(deps: {
       tx: Transaction,
     ) => {
       const store = orgsStore(tx);
-      if (!(await store.membershipOf(user, user.userId, memberId))) throw errors.notFound('Membership');
-      await store.setOwnSettings(
-        memberId,
-        {
-          ...(input.display_name === undefined ? {} : { displayName: input.display_name }),
-          ...(input.muted === undefined ? {} : { muted: input.muted }),
-        },
-        deps.clock.now(),
-      );
-      return presentMembership(
-        await prefixOf(user),
-        (await store.membershipOf(user, user.userId, memberId))!,
-      );
+      // The app's server may link the member to another user meanwhile: the write checks it again.
+      const changed =
+        (await store.membershipOf(user, user.userId, memberId)) !== null &&
+        (await store.setOwnSettings(
+          memberId,
+          user.userId,
+          {
+            ...(input.display_name === undefined ? {} : { displayName: input.display_name }),
+            ...(input.muted === undefined ? {} : { muted: input.muted }),
+          },
+          deps.clock.now(),
+        ));
+      const row = changed ? await store.membershipOf(user, user.userId, memberId) : null;
+      if (!row) throw errors.notFound('Membership');
+      return presentMembership(await prefixOf(user), row);
     },
 
     /**

@@ -252,17 +252,21 @@ export function orgsStore(db: Db) {
           and o.mode = ${scope.mode} and o.status <> 'deleted' and m.status in ('active', 'disabled')`),
 
     /** The user's own settings for a membership. */
-    setOwnSettings: (
+    /** Sets a member's own settings while it is still the user's; answers whether it was. */
+    setOwnSettings: async (
       memberId: string,
+      userId: string,
       settings: { displayName?: string | null; muted?: boolean },
       at: Date,
     ) =>
-      db.query(sql.unsafe`
-        update org_members set
-          display_name = ${settings.displayName === undefined ? sql.fragment`display_name` : sql.fragment`${settings.displayName}`},
-          muted = coalesce(${settings.muted ?? null}, muted),
-          updated_at = ${sql.timestamp(at)}
-        where id = ${memberId}`),
+      (
+        await db.query(sql.unsafe`
+          update org_members set
+            display_name = ${settings.displayName === undefined ? sql.fragment`display_name` : sql.fragment`${settings.displayName}`},
+            muted = coalesce(${settings.muted ?? null}, muted),
+            updated_at = ${sql.timestamp(at)}
+          where id = ${memberId} and user_id = ${userId}`)
+      ).rowCount === 1,
 
     /** The member linked to a user in an org, other than `exceptId`. */
     memberOfUser: (orgId: string, userId: string, exceptId: string | null) =>
