@@ -163,13 +163,17 @@ const JWKS_REFETCH_MS = 30_000;
 /**
  * Checks user tokens the API minted (ES256), offline against its signing keys from
  * `/.well-known/jwks.json`, fetched once and cached: the signature, the issuer (the API's URL), the
- * audience (your app's id, when given) and the expiry. A revocation is not visible offline: where it
+ * audience (your app's id), the mode and the expiry. Every app's tokens are signed with the same
+ * keys, so the audience and the mode are what tell yours apart: a token another app minted, or one
+ * your test key minted, verifies with the keys alone. A revocation is not visible offline: where it
  * must count, let the API check the token (any /v1/me call).
  */
 export function createUserTokenVerifier(options: {
   baseUrl: string;
   /** Your app's id: tokens of other apps are refused. */
-  appId?: string;
+  appId: string;
+  /** The mode of the key that minted the tokens you take: `live` (the default) or `test`. */
+  mode?: 'live' | 'test';
   /** The issuer the tokens name, when it differs from baseUrl (the API's public URL). */
   issuer?: string;
   fetch?: typeof fetch;
@@ -214,8 +218,8 @@ export function createUserTokenVerifier(options: {
       if (!valid) throw new SvcVerificationError('bad signature');
       const claims = decode(payloadPart) as UserTokenClaims;
       if (claims.iss !== issuer) throw new SvcVerificationError('another issuer');
-      if (options.appId !== undefined && claims.aud !== options.appId)
-        throw new SvcVerificationError('another app');
+      if (claims.aud !== options.appId) throw new SvcVerificationError('another app');
+      if (claims.mode !== (options.mode ?? 'live')) throw new SvcVerificationError('another mode');
       if (!(claims.exp > now)) throw new SvcVerificationError('expired');
       return claims;
     },

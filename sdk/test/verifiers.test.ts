@@ -106,7 +106,7 @@ describe('the verifiers', () => {
   it('accept a real user token for its app, and refuse a tampered, expired or other app’s one', async () => {
     const { customer, client } = await appOf();
     const { token } = (await client.users.tokens.create({ path: { user_id: 'sdk-user' } })).data;
-    const verifier = createUserTokenVerifier({ baseUrl, appId: customer.app.id });
+    const verifier = createUserTokenVerifier({ baseUrl, appId: customer.app.id, mode: 'test' });
     expect(await verifier.verify(token)).toMatchObject({
       sub: 'sdk-user',
       aud: customer.app.id,
@@ -114,7 +114,10 @@ describe('the verifiers', () => {
     });
     expect(await refusal(verifier.verify(tampered(token, 1)))).toBe('bad signature');
     expect(await refusal(verifier.verify(token, Date.now() / 1000 + 86_400))).toBe('expired');
-    const otherApp = createUserTokenVerifier({ baseUrl, appId: 'app_someoneelse' });
+    const otherApp = createUserTokenVerifier({ baseUrl, appId: 'app_someoneelse', mode: 'test' });
     expect(await refusal(otherApp.verify(token))).toBe('another app');
+    // A test key's token, as anyone holding the test key can mint for any user, is no live user's.
+    const live = createUserTokenVerifier({ baseUrl, appId: customer.app.id });
+    expect(await refusal(live.verify(token))).toBe('another mode');
   });
 });
