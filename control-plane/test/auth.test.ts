@@ -140,6 +140,18 @@ describe('the invalid-key lockout', () => {
     expect(keyLookups - before).toBe(21);
   });
 
+  it('refuses a locked-out address alone, when another asks for the same key at once', async () => {
+    const locked = uniqueAddress();
+    for (let attempt = 1; attempt <= 20; attempt += 1)
+      await balance({ 'x-api-key': `svc_test_${String(attempt).padStart(32, '4')}` }, locked);
+    // A key no replica has cached yet: both requests would share its one lookup.
+    const { token } = await createCustomer(ctx.container);
+    const headers = { authorization: `Bearer ${token}` };
+    const [fromLocked, fromOther] = await Promise.all([balance(headers, locked), balance(headers)]);
+    expect(fromLocked.statusCode).toBe(429);
+    expect(fromOther.statusCode).toBe(200);
+  });
+
   it('does not count requests that carry no key at all', async () => {
     const address = uniqueAddress();
     for (let attempt = 1; attempt <= 25; attempt += 1) {

@@ -71,6 +71,8 @@ export function createInvalidationBus(
 export interface SharedCache<V> {
   /** The cached value, or the loaded one (concurrent misses of one key share one load). */
   get(key: string, load: () => Promise<V>): Promise<V>;
+  /** Whether `get` would answer without a load of its own: the entry is here, or its load under way. */
+  has(key: string): boolean;
   /** Forgets an entry here and on every other replica. */
   invalidate(key: string): Promise<void>;
   /** Forgets an entry here only: this replica suspects it missed a change the others heard of. */
@@ -107,6 +109,7 @@ export function createSharedCache<V>(options: {
   options.bus.subscribe(options.name, forget);
 
   return {
+    has: (key) => (entries.get(key)?.expiresAt ?? 0) > performance.now() || loading.has(key),
     get: async (key, load) => {
       const now = performance.now();
       const hit = entries.get(key);

@@ -98,10 +98,11 @@ export function createAccountsService(deps: {
     const presented = match[1] === 'pk' ? 'publishable' : 'secret';
     if (presented !== kind) return { ok: false, refusal: presented };
     const hash = sha256(token);
-    const row = await keyCache.get(hash.toString('hex'), async () => {
-      await beforeLookup?.();
-      return store.findPrincipalByTokenHash(hash);
-    });
+    const cacheKey = hash.toString('hex');
+    // Each caller's own check, not inside the load that concurrent callers of the key share: one
+    // locked-out address must not hand its 429 to the others.
+    if (beforeLookup && !keyCache.has(cacheKey)) await beforeLookup();
+    const row = await keyCache.get(cacheKey, () => store.findPrincipalByTokenHash(hash));
     if (row?.kind !== kind || !digestsEqual(row.token_hash, hash)) return { ok: false, refusal: 'unknown' };
     if (row.revoked_at !== null) return { ok: false, refusal: 'revoked' };
     recordUse(row.key_id);
