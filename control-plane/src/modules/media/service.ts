@@ -36,10 +36,10 @@ const SWEEP_BATCH = 1_000;
 const REMOVAL_GRACE_MS = 300_000;
 const HOUR_MS = 3_600_000;
 /**
- * Reserves a download's bytes (A1) in the address's hour (K1) as it starts, so that downloads at once
- * count each other: admitted (1) while what the hour held before it is under the cap (A2), so one
- * download may end past it; refused (0, nothing kept) once it is not. The hour's counter expires
- * after A3 seconds.
+ * Reserves bytes of a download (A1) in the address's hour (K1) before they are sent, so that downloads
+ * at once count each other: granted (1) while what the hour held before is under the cap (A2), so a
+ * download may end past it by a slice at most; refused (0, nothing kept) once it is not. The hour's
+ * counter expires after A3 seconds.
  */
 const RESERVE_BYTES = `
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -49,6 +49,15 @@ if used - tonumber(ARGV[1]) >= tonumber(ARGV[2]) then
   return 0
 end
 return 1`;
+/** Gives back reserved bytes (A1) that were not sent, unless the hour's counter (K1) has expired. */
+const GIVE_BACK_BYTES = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('DECRBY', KEYS[1], ARGV[1]) end
+return 0`;
+/**
+ * A download reserves its bytes a slice at a time as it sends them: a long stream (a player's
+ * `bytes=0-`) holds no more of the budget than it is about to send.
+ */
+const RESERVED_SLICE_BYTES = 8 * 1024 ** 2;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
 
@@ -153,6 +162,13 @@ export function createMediaService(deps: {
   }
 
   const reserveBytes = redisScript<number>(deps.redis, RESERVE_BYTES);
+  const giveBackBytes = redisScript<number>(deps.redis, GIVE_BACK_BYTES);
+  /** Reserves up to a slice more of a download's `total`; answers how many bytes, or 0 when refused. */
+  const reserveSlice = async (key: string, total: number, reserved: number) => {
+    const bytes = Math.min(RESERVED_SLICE_BYTES, total - reserved);
+    const granted = await reserveBytes(1, key, bytes, deps.bytesPerAddressHour, HOUR_MS / 1000);
+    return granted === 1 ? bytes : 0;
+  };
   const overCap = (hour: { secondsLeft: number }) =>
     errors.rateLimited(
       'This address downloaded its hour’s share of media; try again in the next hour',
@@ -160,27 +176,40 @@ export function createMediaService(deps: {
     );
 
   /**
-   * Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends, when
-   * the part of the address's reservation that was not sent is given back.
+   * Bytes streamed to a client, counted as they go and accrued as bandwidth once the stream ends. A
+   * capped download holds `reserved` of its `total`, reserves a slice more before it sends past it
+   * (cut short when the address's hour is spent), and gives back what it did not send at its end.
    */
   function metered(
     body: Readable,
     payer: { accountId: string; appId: string; mode: 'live' | 'test' },
-    reservation: { key: string; bytes: number } | null,
+    budget: { key: string; total: number; reserved: number } | null,
   ) {
     let bytes = 0;
     // Counted as each chunk passes (a 'data' listener would let the stream flow before it is sent).
     const counter = new Transform({
       transform(chunk: Buffer, _encoding, done) {
-        bytes += chunk.length;
-        done(null, chunk);
+        const sent = bytes + chunk.length;
+        const pass = () => {
+          bytes = sent;
+          done(null, chunk);
+        };
+        if (!budget || sent <= budget.reserved) return pass();
+        void (async () => {
+          while (sent > budget.reserved) {
+            const granted = await reserveSlice(budget.key, budget.total, budget.reserved);
+            // Past the first slice, which covers the first chunks, the answer has begun: cut short.
+            if (granted === 0) throw new Error('the address’s hour of media is spent');
+            budget.reserved += granted;
+          }
+        })().then(pass, (error: Error) => done(error));
       },
     });
     counter.on('close', () => {
       if (bytes > 0)
         deps.accrual.add(payer, { product: 'bandwidth', metric: 'gb', quantity: bytes }).catch(onError);
-      if (reservation && reservation.bytes > bytes)
-        deps.redis.decrby(reservation.key, reservation.bytes - bytes).catch(onError);
+      if (budget && budget.reserved > bytes)
+        giveBackBytes(1, budget.key, budget.reserved - bytes).catch(onError);
     });
     // pipeline, not pipe: a client that goes away destroys MinIO's response too, freeing its socket.
     pipeline(body, counter, () => {});
@@ -343,10 +372,14 @@ export function createMediaService(deps: {
           headers: { 'content-range': `bytes */${read.unsatisfiable}` },
         });
       }
-      if (
-        capped &&
-        (await reserveBytes(1, hour.key, read.length, deps.bytesPerAddressHour, HOUR_MS / 1000)) === 0
-      ) {
+      // The first slice is the admission: refused, nothing is sent. The read is closed either way.
+      const reserved = capped
+        ? await reserveSlice(hour.key, read.length, 0).catch((error: unknown) => {
+            read.body.destroy();
+            throw error;
+          })
+        : 0;
+      if (capped && reserved === 0 && read.length > 0) {
         read.body.destroy();
         throw overCap(hour);
       }
@@ -367,7 +400,7 @@ export function createMediaService(deps: {
         body: metered(
           read.body,
           { accountId: media.account_id, appId: media.app_id, mode: media.mode },
-          capped ? { key: hour.key, bytes: read.length } : null,
+          capped ? { key: hour.key, total: read.length, reserved } : null,
         ),
       };
     },
