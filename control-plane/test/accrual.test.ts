@@ -193,6 +193,29 @@ describe('a batch whose apply fails', () => {
     await accrual.flush();
   });
 
+  it('is tried again only until one fails again in a flush: PostgreSQL is likely still away', async () => {
+    const accrual = replica();
+    let calls = 0;
+    accrual.register('down', async () => {
+      calls += 1;
+      throw new Error('PostgreSQL away');
+    });
+    for (let batch = 1; batch <= 3; batch += 1) {
+      await ctx.container.redis.hset(pendingKey('down'), 'entry', batch);
+      await expect(accrual.flush()).rejects.toThrow();
+    }
+    calls = 0;
+    await expect(accrual.flush()).rejects.toThrow(/accrued batch down:/);
+    expect(calls).toBe(1);
+    // Back: every failed batch applies in the next flush.
+    const applied: string[] = [];
+    accrual.register('down', async (_batch, entries) => {
+      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
+    });
+    await accrual.flush();
+    expect(applied.sort()).toEqual(['entry=1', 'entry=2', 'entry=3']);
+  });
+
   // Waited for as a batch being applied, it held every replica's flush for 30 s.
   it('is tried again by the next flush of any replica, which does not wait for it', async () => {
     const [failing, other] = [replica(), replica()];

@@ -29,6 +29,8 @@ const BATCHES = 'svc:accrued:batches';
  */
 const FAILED = 'svc:accrued:failed';
 const memberOf = (kind: string, batch: string) => `${kind}:${batch}`;
+/** Failed batches one flush tries again at most. */
+const FAILED_TRIED_AT_ONCE = 100;
 
 /** How often every replica flushes; also the delay before accrued usage shows in reports. */
 export const ACCRUAL_FLUSH_MS = 1_000;
@@ -287,10 +289,17 @@ export function createAccrual(deps: {
       // Every batch is tried, whichever fails: one that keeps failing never holds back the others.
       const failures: unknown[] = [];
       const tried = new Set<string>();
+      /** Applies a batch once in this flush; answers whether it failed now. */
       const attempt = async (member: string) => {
-        if (tried.has(member)) return;
+        if (tried.has(member)) return false;
         tried.add(member);
-        await apply(member).catch((error: unknown) => void failures.push(error));
+        return apply(member).then(
+          () => false,
+          (error: unknown) => {
+            failures.push(error);
+            return true;
+          },
+        );
       };
       for (const kind of processors.keys()) {
         const batch = randomUUID();
@@ -316,9 +325,15 @@ export function createAccrual(deps: {
         }
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      // Last, so that a batch that failed on another replica while this one waited is tried too.
-      for (const member of await deps.redis.smembers(FAILED)) await attempt(member);
+      // Last, so that a batch that failed on another replica while this one waited is tried too. At
+      // most FAILED_TRIED_AT_ONCE, picked at random, and only until one fails again: while PostgreSQL
+      // is away each would wait out its connection timeout, and at random, a batch that always fails
+      // holds back none in particular.
+      const failed = await deps.redis.srandmember(FAILED, FAILED_TRIED_AT_ONCE);
+      for (const member of failed) if (await attempt(member)) break;
       if (failures.length > 0) throw failures[0];
+      if (failed.length === FAILED_TRIED_AT_ONCE && (await deps.redis.scard(FAILED)) > 0)
+        throw new Error('more failed usage batches than a flush tries; the next flush goes on with them');
     },
   };
 }
