@@ -80,5 +80,6 @@ export const OpenSessionRow = z.object({
   org_id: z.string().nullable(),
   joined_at: z.date(),
   last_seen_at: z.date(),
+  missing_since: z.date().nullable(),
 });
 export type OpenSessionRow = z.infer<typeof OpenSessionRow>;

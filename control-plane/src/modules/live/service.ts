@@ -281,9 +281,17 @@ export function createLiveService(deps: {
             sessions.filter((s) => present.has(s.participant_sid)).map((s) => s.participant_sid),
             now,
           );
-          const lost = sessions.filter(
+          const missing = sessions.filter((s) => !present.has(s.participant_sid));
+          await store.markMissing(
+            missing.filter((s) => s.missing_since === null).map((s) => s.participant_sid),
+            now,
+          );
+          // Missing for the grace since a pass first found it so, not since it was last seen: a leave
+          // LiveKit is still retrying (about 30 s) comes first and is billed to when it happened.
+          const lost = missing.filter(
             (s) =>
-              !present.has(s.participant_sid) &&
+              s.missing_since !== null &&
+              now.getTime() - s.missing_since.getTime() >= RECONCILE_GRACE_MS &&
               now.getTime() - s.last_seen_at.getTime() >= RECONCILE_GRACE_MS,
           );
           await closeAndMeter(tx, lost, (session) => session.last_seen_at);

@@ -6,7 +6,7 @@ import { type Kind, OpenSessionRow, type Quality } from './schema.js';
 
 const openColumns = sql.fragment`
   s.participant_sid, s.room, s.identity, s.app_id, s.account_id, s.mode, s.kind, s.declared_quality, q.quality as published_quality,
-  s.org_id, s.joined_at, s.last_seen_at`;
+  s.org_id, s.joined_at, s.last_seen_at, s.missing_since`;
 
 /** SQL of LiveKit events and participant sessions. */
 export function liveStore(db: Db) {
@@ -149,7 +149,14 @@ export function liveStore(db: Db) {
 
     markSeen: (participantSids: readonly string[], at: Date) =>
       db.query(sql.unsafe`
-        update live_sessions set last_seen_at = greatest(last_seen_at, ${sql.timestamp(at)})
+        update live_sessions set last_seen_at = greatest(last_seen_at, ${sql.timestamp(at)}), missing_since = null
         where participant_sid = any(${sql.array(participantSids, 'text')}) and left_at is null`),
+
+    /** Notes when open sessions were first found missing from their LiveKit room. */
+    markMissing: (participantSids: readonly string[], at: Date) =>
+      db.query(sql.unsafe`
+        update live_sessions set missing_since = ${sql.timestamp(at)}
+        where participant_sid = any(${sql.array(participantSids, 'text')}) and left_at is null
+          and missing_since is null`),
   };
 }
