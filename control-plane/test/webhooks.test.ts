@@ -4,7 +4,7 @@
  * what, and when retries fall due.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type DatabasePool, sql } from 'slonik';
+import { type DatabasePool, type Interceptor, sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -29,8 +29,22 @@ let ctx: TestContext;
 const receivers: Receiver[] = [];
 const contexts: TestContext[] = [];
 
+/** Run once right after the next read of an endpoint by its id, before the operation goes on. */
+let afterEndpointRead: (() => Promise<unknown>) | null = null;
+const endpointRead: Interceptor = {
+  name: 'after-endpoint-read',
+  afterQueryExecution: async (_context, query) => {
+    const then = afterEndpointRead;
+    if (then && /from webhook_endpoints\s+where id =/.test(query.sql)) {
+      afterEndpointRead = null;
+      await then();
+    }
+    return null;
+  },
+};
+
 beforeAll(async () => {
-  ctx = await startTestApp({ clock: futureClock() });
+  ctx = await startTestApp({ clock: futureClock(), interceptors: [endpointRead] });
 });
 afterAll(async () => {
   await Promise.all([...receivers.map((r) => r.close()), ...contexts.map((c) => c.close())]);
@@ -187,6 +201,23 @@ describe('webhook endpoints', () => {
       id: endpoint.id,
     });
     expect((await call('GET', `/v1/webhooks/${endpoint.id}`)).statusCode).toBe(404);
+  });
+
+  it('are changed in the fields given only: the service disabling one meanwhile holds', async () => {
+    const { customer, endpoint } = await customerWithEndpoint('https://hooks.example.com/in');
+    // The delivery worker disables it between the change's read and its write.
+    afterEndpointRead = () =>
+      ctx.container.pool.query(sql.unsafe`
+        update webhook_endpoints set enabled = false, disabled_reason = 'failing' where id = ${endpoint.id}`);
+    const changed = await callWithKey(ctx.app, customer.token, 'PATCH', `/v1/webhooks/${endpoint.id}`, {
+      description: 'renamed',
+    });
+    expect(afterEndpointRead).toBeNull();
+    expect(changed.json()).toMatchObject({
+      description: 'renamed',
+      enabled: false,
+      disabled_reason: 'failing',
+    });
   });
 
   it("are the app's and the key mode's own: another app or mode finds nothing", async () => {

@@ -244,9 +244,14 @@ export function createWebhookDelivery(deps: {
 
   async function attempt(row: HeldRow) {
     const endpoint = await deps.endpoints.endpointState(row.endpoint_id);
-    // Deleted since the claim: its claim lapses and the purge takes the row. Disabled: its deliveries wait.
+    // Deleted since the claim: its claim lapses and the purge takes the row.
     if (!endpoint) return;
-    if (!endpoint.enabled && row.event_type !== 'ping') {
+    // Disabled, its deliveries wait. Or the lookup waited (a busy pool) until the claim has no room
+    // left for an attempt: sent now, it could still be under way when another replica claims it.
+    if (
+      (!endpoint.enabled && row.event_type !== 'ping') ||
+      row.claimedUntil.getTime() - deps.clock.now().getTime() < LAST_START_BEFORE_LAPSE_MS
+    ) {
       await webhooksStore(deps.pool).releaseClaims([row], deps.clock.now());
       return;
     }

@@ -221,12 +221,12 @@ export function createWebhooksService(deps: {
     ) => {
       const row = await endpointOf(scope, id);
       if (Object.keys(input).length === 0) return presentEndpoint(row);
-      const fields: EndpointFields = {
-        url: input.url === undefined ? row.url : checkUrl(input.url, scope.mode),
-        description: input.description ?? row.description,
-        eventTypes: input.event_types ?? row.event_types,
-        profileIds: input.profile_ids === undefined ? row.profile_ids : input.profile_ids,
-        enabled: input.enabled ?? row.enabled,
+      const fields: Partial<EndpointFields> = {
+        url: input.url === undefined ? undefined : checkUrl(input.url, scope.mode),
+        description: input.description,
+        eventTypes: input.event_types,
+        profileIds: input.profile_ids,
+        enabled: input.enabled,
       };
       const updated = await webhooksStore(deps.pool).updateEndpoint(id, fields, deps.clock.now());
       if (!updated) throw errors.notFound('Webhook endpoint');

@@ -1,4 +1,4 @@
-import { type SqlToken, sql } from 'slonik';
+import { type SqlToken, sql, type ValueExpression } from 'slonik';
 import { z } from 'zod';
 import type { KeyMode } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -191,21 +191,26 @@ export function webhooksStore(db: Db) {
         limit ${filter.limit}`),
 
     /**
-     * Writes the endpoint's fields; enabling it clears why the service disabled it. Nothing, for an
-     * endpoint deleted meanwhile.
+     * Writes the fields given and no other, so that a change never undoes one made meanwhile (the
+     * service disabling a failing endpoint, another change); enabling it clears why the service
+     * disabled it and its failures. Nothing, for an endpoint deleted meanwhile.
      */
-    updateEndpoint: (id: string, fields: EndpointFields, at: Date) =>
-      db.maybeOne(sql.type(EndpointRow)`
+    updateEndpoint: (id: string, fields: Partial<EndpointFields>, at: Date) => {
+      const given = <T>(value: T | undefined, column: string, as: (value: T) => ValueExpression) =>
+        value === undefined ? sql.identifier([column]) : as(value);
+      return db.maybeOne(sql.type(EndpointRow)`
         update webhook_endpoints
-        set url = ${fields.url}, description = ${fields.description},
-            event_types = ${sql.array(fields.eventTypes, 'text')},
-            profile_ids = ${fields.profileIds ? sql.array(fields.profileIds, 'text') : null},
-            enabled = ${fields.enabled},
-            disabled_reason = case when ${fields.enabled} then null else disabled_reason end,
-            failing_since = case when ${fields.enabled} and not enabled then null else failing_since end,
+        set url = ${given(fields.url, 'url', (url) => url)},
+            description = ${given(fields.description, 'description', (text) => text)},
+            event_types = ${given(fields.eventTypes, 'event_types', (types) => sql.array(types, 'text'))},
+            profile_ids = ${given(fields.profileIds, 'profile_ids', (ids) => (ids ? sql.array(ids, 'text') : null))},
+            enabled = ${given(fields.enabled, 'enabled', (enabled) => enabled)},
+            disabled_reason = ${fields.enabled === true ? null : sql.identifier(['disabled_reason'])},
+            failing_since = ${fields.enabled === true ? null : sql.identifier(['failing_since'])},
             updated_at = ${sql.timestamp(at)}
         where id = ${id} and deleted_at is null
-        returning ${endpointColumns}`),
+        returning ${endpointColumns}`);
+    },
 
     /** A new sealed secret; nothing, for an endpoint deleted meanwhile. */
     replaceSecret: (id: string, sealed: Buffer, hint: string, at: Date) =>
