@@ -409,6 +409,13 @@ describe('storage metering', () => {
       expect((await send('GET', `/v1/storage/objects/${upload.object.id}`)).headers['x-svc-cost-usd']).toBe(
         '0.000010',
       );
+      // A priced read has no HEAD: it would charge for a URL nobody receives (counted below: one).
+      const head = await priced.app.inject({
+        method: 'HEAD',
+        url: `/v1/storage/objects/${upload.object.id}`,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(head.statusCode).toBe(405);
 
       await priced.container.storage.meterStoredBytes();
       await priced.container.storage.meterStoredBytes();

@@ -207,7 +207,8 @@ function registerRoute(
     // Reads are free, but their response bytes count as bandwidth, accrued now and metered a moment later.
     onSend.push(async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       const { principal } = request;
-      if (principal && reply.statusCode >= 200 && reply.statusCode < 300) {
+      // A HEAD runs the GET and drops the body: nothing was sent.
+      if (principal && request.method === 'GET' && reply.statusCode >= 200 && reply.statusCode < 300) {
         const bytes =
           typeof payload === 'string' || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : 0;
         await deps.accrual
@@ -243,7 +244,8 @@ function registerRoute(
     config: { operationId: declared.operationId },
     ...(links ? { links: { [String(declared.status ?? 200)]: links } } : {}),
     ...(declared.logLevel ? { logLevel: declared.logLevel } : {}),
-    ...(declared.head === false ? { exposeHeadRoute: false } : {}),
+    // A priced GET has no HEAD: it would charge for an answer whose body nobody receives.
+    ...(declared.head === false || declared.price ? { exposeHeadRoute: false } : {}),
     // An operation that admits in its handler gets its validation failure there, to admit it first.
     ...(declared.admission === 'in-handler' ? { attachValidation: true } : {}),
     childLoggerFactory: (logger, bindings, options) =>
