@@ -319,6 +319,26 @@ describe('dashboard sign-in', () => {
     ).toBe(303);
   });
 
+  it('counts a wrong current password as a failed sign-in of the member', async () => {
+    const { customer } = await member();
+    const { browser, email } = await anotherOwner(customer, 'Held');
+    await browser.get('/dashboard/team');
+    const change = (current: string) =>
+      browser.post('/dashboard/password', {
+        current_password: current,
+        new_password: 'a brand new passphrase',
+      });
+    for (let i = 0; i < LOGIN_FAILURES_PER_EMAIL; i += 1)
+      expect((await change(`guess ${i} guess ${i}`)).statusCode).toBe(422);
+    // Past the email's limit, the right one too is refused until the window ends; so is a sign-in.
+    expect((await change(PASSWORD)).statusCode).toBe(429);
+    const elsewhere = new Browser(ctx.app);
+    await elsewhere.get('/dashboard/login');
+    expect((await elsewhere.post('/dashboard/login', { email, password: PASSWORD })).statusCode).toBe(429);
+    ctx.clock.advance(LOGIN_WINDOW_SECONDS * 1000);
+    expect((await change(PASSWORD)).statusCode).toBe(303);
+  });
+
   it('ends sessions: signing out, from another browser, and after 12 idle hours', async () => {
     const { browser, customer } = await member();
     const { browser: second, email } = await anotherOwner(customer, 'Two');

@@ -176,10 +176,12 @@ export function teamPages(deps: { dashboard: DashboardService; publicUrl: string
       url: '/dashboard/password',
       access: 'read',
       handle: async (ctx) => {
-        await dashboard.changePassword(ctx.member, ctx.session.id, {
-          current: field(ctx.form, 'current_password'),
-          next: field(ctx.form, 'new_password'),
-        });
+        await dashboard.changePassword(
+          ctx.member,
+          ctx.session.id,
+          { current: field(ctx.form, 'current_password'), next: field(ctx.form, 'new_password') },
+          ctx.client,
+        );
         return { redirect: '/dashboard/team?done=password' };
       },
     },

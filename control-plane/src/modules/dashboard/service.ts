@@ -178,7 +178,8 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
 
     /**
      * An owner's invitation of someone: the link is shown to the owner once, to pass on. An address
-     * taken in another account is refused without saying so (an owner learns nothing of other accounts).
+     * taken in another account is refused without naming the account: the owner learns only that the
+     * address is taken, as anyone would by trying to sign up with it.
      */
     invite: async (member: Member, input: { email: string; role: Role }) => {
       if (!can(member.role, 'manage_team')) throw refused('manage_team');
@@ -264,12 +265,23 @@ export function createDashboardService(deps: { pool: DatabasePool; redis: Redis;
       return store.sessions(member.id, at, idleSince);
     },
 
-    /** A new password, given the current one: every other session of the member ends. */
-    changePassword: async (member: Member, sessionId: string, input: { current: string; next: string }) => {
+    /**
+     * A new password, given the current one: every other session of the member ends. A wrong current
+     * password counts as a failed sign-in of the member's email, so that a session in someone else's
+     * hands cannot guess it without end.
+     */
+    changePassword: async (
+      member: Member,
+      sessionId: string,
+      input: { current: string; next: string },
+      client: Client,
+    ) => {
       checkPassword(input.next);
+      const succeeded = await countAttempt(member.email, client.address);
       const stored = await store.passwordHash(member.id);
       if (!(await verifyPassword(input.current.slice(0, PASSWORD_MAX * 4), stored)))
         throw errors.invalidField('body', 'current_password', 'is not your current password');
+      await succeeded();
       await store.setPassword(member.id, await hashPassword(input.next));
       await store.revokeSessionsOf(member.id, sessionId, deps.clock.now());
     },
