@@ -265,7 +265,20 @@ export function createMessagingService(deps: {
     data: { id, to, user_id: userId, delivered_at: at.toISOString() },
   });
 
-  deps.component.onInbound((message) => void receive(message).catch(deps.onError));
+  /**
+   * The replies of one user to one identity, handled one after another in the order they came: a STOP
+   * then a START (or the other way) must leave the consent of the last. Across replicas the order
+   * holds when ejabberd sends one user's replies to one of them (docs/messaging.md).
+   */
+  const replying = new Map<string, Promise<void>>();
+  deps.component.onInbound((message) => {
+    const key = `${message.from.split('/')[0]}\t${message.to}`;
+    const turn = (replying.get(key) ?? Promise.resolve()).then(() => receive(message)).catch(deps.onError);
+    replying.set(key, turn);
+    void turn.finally(() => {
+      if (replying.get(key) === turn) replying.delete(key);
+    });
+  });
   deps.component.onArrival((notice) => void arrived(notice).catch(deps.onError));
 
   /** The stored sender a path names: `account`, or `@username` of an existing profile (404 otherwise). */
