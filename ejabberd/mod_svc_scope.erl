@@ -479,8 +479,10 @@ answer_delivery(IQ, LServer, Sender, Deliver) ->
         throw:{bad_request, Text} ->
             xmpp:make_error(IQ, xmpp:err_bad_request(Text, xmpp:get_lang(IQ)));
         Class:Reason:St ->
-            ?ERROR_MSG("Failed to deliver ~ts:~n~ts",
-                       [xmpp:pp(IQ), misc:format_exception(2, Class, Reason, St)]),
+            %% The IQ's id and sender only: its message may hold a one-time code, never logged.
+            ?ERROR_MSG("Failed to deliver (iq ~ts from ~ts):~n~ts",
+                       [xmpp:get_id(IQ), jid:encode(xmpp:get_from(IQ)),
+                        misc:format_exception(2, Class, Reason, St)]),
             xmpp:make_error(IQ, xmpp:err_internal_server_error())
     end.
 
