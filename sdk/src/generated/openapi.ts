@@ -27,7 +27,7 @@ export interface paths {
         };
         /**
          * The process is up (always 200 while it serves), and which dependencies are down
-         * @description Liveness: 200 as long as the process answers, so that a supervisor never restarts it for a dependency that is away. The body names the dependencies that did not answer their probe, at most a second ago; /readyz answers 503 while any is down.
+         * @description Liveness: 200 as long as the process answers, so that a supervisor never restarts it for a dependency that is away. The body names the dependencies that did not answer their last probe (a round starts at most a second after the last one ended); /readyz answers 503 while any is down.
          */
         get: operations["system.health"];
         put?: never;
@@ -79,7 +79,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** PostgreSQL, Redis and each bundled server are reachable */
+        /**
+         * PostgreSQL, Redis and each bundled server are reachable
+         * @description Readiness: 503 while any dependency did not answer its last probe. The probes are those /healthz answers from: however often either is asked, a round of them starts at most a second after the last one ended.
+         */
         get: operations["system.ready"];
         put?: never;
         post?: never;

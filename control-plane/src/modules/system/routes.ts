@@ -23,7 +23,7 @@ export const systemRoutes = (deps: SystemDeps) => {
       tags: ['system'],
       summary: 'The process is up (always 200 while it serves), and which dependencies are down',
       description:
-        'Liveness: 200 as long as the process answers, so that a supervisor never restarts it for a dependency that is away. The body names the dependencies that did not answer their probe, at most a second ago; /readyz answers 503 while any is down.',
+        'Liveness: 200 as long as the process answers, so that a supervisor never restarts it for a dependency that is away. The body names the dependencies that did not answer their last probe (a round starts at most a second after the last one ended); /readyz answers 503 while any is down.',
       response: HealthResponse,
       handler: async () => {
         const { checks, failures } = await dependencies();
@@ -39,7 +39,7 @@ export const systemRoutes = (deps: SystemDeps) => {
       tags: ['system'],
       summary: 'PostgreSQL, Redis and each bundled server are reachable',
       description:
-        'Readiness: 503 while any dependency did not answer its probe, at most a second ago (the probes /healthz shares: however often either is asked, the dependencies are probed once a second).',
+        'Readiness: 503 while any dependency did not answer its last probe. The probes are those /healthz answers from: however often either is asked, a round of them starts at most a second after the last one ended.',
       response: ReadinessResponse,
       otherResponses: { 503: ReadinessResponse },
       handler: async ({ reply, log }) => {
