@@ -48,11 +48,12 @@ export async function liveSessionsOf(container: Container, accountId: string, id
         identity: z.string(),
         joined_at: z.date(),
         last_seen_at: z.date(),
+        missing_since: z.date().nullable(),
         left_at: z.date().nullable(),
         billed_seconds: z.number().nullable(),
       }),
     )`
-      select identity, joined_at, last_seen_at, left_at, billed_seconds from live_sessions
+      select identity, joined_at, last_seen_at, missing_since, left_at, billed_seconds from live_sessions
       where account_id = ${accountId} and (${identity ?? null}::text is null or identity = ${identity ?? null})
       order by identity, joined_at`,
   );
