@@ -1,7 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { batchClaimer, batchKey, createAccrual, pendingKey } from '../src/platform/accrual.js';
+import {
+  type BatchProcessor,
+  batchClaimer,
+  batchKey,
+  createAccrual,
+  pendingKey,
+} from '../src/platform/accrual.js';
 import { createCustomer, freePort, startTestApp, type TestContext } from './support.js';
 
 let port: number;
@@ -116,10 +122,22 @@ describe('usage of an account that no longer exists', () => {
   });
 });
 
+/** Another replica's accrual on the test's Redis and database, with no kinds but usage's. */
+const replica = () => {
+  const { pool, redis, clock, metering, prices } = ctx.container;
+  return createAccrual({ pool, redis, clock, metering, prices });
+};
+
+/** A processor that records each batch it applies in `applied`, as `field=count,…`. */
+const recordingInto =
+  (applied: string[]): BatchProcessor =>
+  async (_batch, entries) => {
+    applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
+  };
+
 describe("a flush beside another replica's flush", () => {
   it('waits for the batch the other replica claimed from under it', async () => {
-    const { pool, redis: client, clock, metering, prices } = ctx.container;
-    const replica = () => createAccrual({ pool, redis: client, clock, metering, prices });
+    const client = ctx.container.redis;
     const [first, second] = [replica(), replica()];
     let release = () => {};
     const held = new Promise<void>((resolve) => {
@@ -166,20 +184,13 @@ describe("a flush beside another replica's flush", () => {
 });
 
 describe('a batch whose apply fails', () => {
-  const replica = () => {
-    const { pool, redis: client, clock, metering, prices } = ctx.container;
-    return createAccrual({ pool, redis: client, clock, metering, prices });
-  };
-
   it('never holds back the batches of other kinds', async () => {
     const accrual = replica();
     const applied: string[] = [];
     accrual.register('broken', async () => {
       throw new Error('PostgreSQL refused it');
     });
-    accrual.register('sound', async (_batch, entries) => {
-      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
-    });
+    accrual.register('sound', recordingInto(applied));
     await ctx.container.redis.hset(pendingKey('broken'), 'entry', 1);
     await ctx.container.redis.hset(pendingKey('sound'), 'entry', 2);
 
@@ -209,9 +220,7 @@ describe('a batch whose apply fails', () => {
     expect(calls).toBe(1);
     // Back: every failed batch applies in the next flush.
     const applied: string[] = [];
-    accrual.register('down', async (_batch, entries) => {
-      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
-    });
+    accrual.register('down', recordingInto(applied));
     await accrual.flush();
     expect(applied.sort()).toEqual(['entry=1', 'entry=2', 'entry=3']);
   });
@@ -223,9 +232,7 @@ describe('a batch whose apply fails', () => {
     failing.register('flaky', async () => {
       throw new Error('PostgreSQL away a moment');
     });
-    other.register('flaky', async (_batch, entries) => {
-      applied.push(entries.map(([field, count]) => `${field}=${count}`).join());
-    });
+    other.register('flaky', recordingInto(applied));
     await ctx.container.redis.hset(pendingKey('flaky'), 'entry', 4);
     await expect(failing.flush()).rejects.toThrow();
     expect(applied).toEqual([]);
