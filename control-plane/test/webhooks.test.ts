@@ -84,6 +84,20 @@ function emit(on: TestContext, event: Partial<EventInput> & { appId: string }) {
   );
 }
 
+/** Claims the deliveries due at `now`, for 30 s, as another replica's worker would. */
+const claimDue = (pool: DatabasePool, now: Date, start = '') =>
+  inTransaction(pool, (tx) =>
+    webhooksStore(tx).claimDue({
+      now,
+      claimUntil: new Date(now.getTime() + 30_000),
+      limit: 1_000,
+      rooms: new Map(),
+      unseenRoom: 10,
+      skip: [],
+      start,
+    }),
+  );
+
 /**
  * An app on a clock `yearsAhead` of its own (no other test's delivery is due there), with an endpoint
  * and one event emitted to it; `claim` claims due deliveries as a worker would and answers the claim
@@ -98,17 +112,7 @@ async function withOneDelivery(yearsAhead: number) {
     deliveryIds: [deliveryId],
   } = await emit(own, { appId: customer.app.id });
   const claim = (now: Date, start = '') =>
-    inTransaction(own.container.pool, (tx) =>
-      webhooksStore(tx).claimDue({
-        now,
-        claimUntil: new Date(now.getTime() + 30_000),
-        limit: 1_000,
-        rooms: new Map(),
-        unseenRoom: 10,
-        skip: [],
-        start,
-      }),
-    ).then((rows) => rows.find((row) => row.id === deliveryId));
+    claimDue(own.container.pool, now, start).then((rows) => rows.find((row) => row.id === deliveryId));
   return { own, hook, customer, endpoint, deliveryId: deliveryId!, claim };
 }
 
@@ -372,6 +376,28 @@ describe('webhook deliveries', () => {
     ).json();
     expect(delivery).toMatchObject({ status: 'succeeded', attempts: 2, next_attempt_at: null });
     expect(delivery.attempt_log.map((a: { status_code: number }) => a.status_code)).toEqual([200, 500]);
+  });
+
+  it('are not sent once their claim has too little room left: another replica may hold them by then', async () => {
+    const hook = await receiver();
+    const { customer, endpoint } = await customerWithEndpoint(hook.url);
+    const event = await emit(ctx, { appId: customer.app.id });
+    // The endpoint lookup waits (a busy pool) past the claim's lapse, and another replica claims the
+    // delivery meanwhile.
+    let claimedByOther: string[] = [];
+    afterEndpointRead = async () => {
+      ctx.clock.advance(30_001);
+      claimedByOther = (await claimDue(ctx.container.pool, ctx.clock.now())).map((row) => row.id);
+    };
+    await ctx.container.webhookDelivery.deliverDue();
+    expect(afterEndpointRead).toBeNull();
+    const [delivery] = (
+      await callWithKey(ctx.app, customer.token, 'GET', `/v1/webhooks/${endpoint.id}/deliveries`)
+    ).json().items;
+    expect(claimedByOther).toContain(delivery.id);
+    // Only the replica holding the claim sends it: this one gave it back, which left the claim alone.
+    expect(hook.received).toHaveLength(0);
+    expect(delivery).toMatchObject({ event_id: event.id, status: 'pending', attempts: 0 });
   });
 
   it('count an answer later than 5 seconds as a timeout, and retry it', async () => {
