@@ -237,7 +237,7 @@ mark_revoked(LUser, LServer) ->
 %% Only client sessions are policed: mod_admin_extra's send_message and send_stanza run this hook
 %% with a bare #{jid} state and route the stanza whatever it returns; that API is the control
 %% plane's, and it is trusted (it posts the system account's messages into rooms).
-user_send_packet({Pkt, #{mod := ejabberd_c2s} = State} = Acc) ->
+user_send_packet({Pkt, #{mod := ejabberd_c2s} = State}) ->
     From = xmpp:get_from(Pkt),
     To = xmpp:get_to(Pkt),
     case crosses_apps(From, To) of
@@ -245,12 +245,33 @@ user_send_packet({Pkt, #{mod := ejabberd_c2s} = State} = Acc) ->
             {stop, {drop, bounce(Pkt, State, ?FORBIDDEN_TEXT)}};
         false ->
             case org_reach(From, To, Pkt) of
-                allow -> Acc;
+                allow -> {stamp_reply(Pkt), State};
                 deny -> {stop, {drop, bounce(Pkt, State, ?ORG_POLICY_TEXT)}}
             end
     end;
 user_send_packet(Acc) ->
     Acc.
+
+%% A user's message to a messaging identity says when this server took it (<sent at='microseconds
+%% since the epoch'/>, of the messaging namespace), any the client put there dropped first. ejabberd
+%% hands a user's replies to the control-plane replicas at random, so a STOP and the START after it
+%% can be handled in either order: the control plane keeps the consent of the one sent last.
+stamp_reply(#message{from = #jid{lserver = LServer}, to = #jid{lserver = To}} = Msg) ->
+    case messaging_host(LServer) of
+        To ->
+            At = integer_to_binary(erlang:system_time(microsecond)),
+            Stamp = #xmlel{name = <<"sent">>, attrs = [{<<"xmlns">>, ?NS_MESSAGING}, {<<"at">>, At}]},
+            xmpp:set_els(Msg, [Stamp | [El || El <- xmpp:get_els(Msg), not is_stamp(El)]]);
+        _ ->
+            Msg
+    end;
+stamp_reply(Pkt) ->
+    Pkt.
+
+is_stamp(#xmlel{name = <<"sent">>, attrs = Attrs}) ->
+    fxml:get_attr_s(<<"xmlns">>, Attrs) == ?NS_MESSAGING;
+is_stamp(_) ->
+    false.
 
 %% Rooms speak only to their own app. This stops what a room sends on someone's behalf, such as
 %% a room admin's mediated invitation (XEP-0045 7.8.2), from reaching another app's user.

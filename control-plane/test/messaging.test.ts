@@ -1,6 +1,6 @@
 import { xml } from '@xmpp/client';
 import type { Element } from '@xmpp/xml';
-import { sql } from 'slonik';
+import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type ChatSession, connect } from '../../e2e/support/xmpp.js';
@@ -10,8 +10,30 @@ import { type Receiver, startReceiver } from './webhook-receiver.js';
 let ctx: TestContext;
 let receiver: Receiver;
 const sessions: ChatSession[] = [];
+
+/**
+ * The send times of consent replies this replica noted for `watched.userId`; the first waits
+ * `watched.delay` ms first, as one held up by a busy database.
+ */
+let watched: { userId: string; delay: number; seen: number[] } | null = null;
+const consentReplies: Interceptor = {
+  name: 'watch-consent-replies',
+  beforeQueryExecution: async (_context, query) => {
+    const watching = watched;
+    if (
+      watching &&
+      /insert into promo_consent_replies/.test(query.sql) &&
+      query.values.includes(watching.userId)
+    ) {
+      watching.seen.push(Number(query.values.at(-1)));
+      if (watching.seen.length === 1) await new Promise((resolve) => setTimeout(resolve, watching.delay));
+    }
+    return null;
+  },
+};
+
 beforeAll(async () => {
-  ctx = await startTestApp();
+  ctx = await startTestApp({ interceptors: [consentReplies] });
   receiver = await startReceiver();
 });
 afterAll(async () => {
@@ -353,6 +375,65 @@ describe('POST /v1/promo/send', () => {
     });
     expect(await silent).toBe('nothing');
     ctx.clock.set(new Date());
+  });
+
+  it("keeps a user's last word, STOP then START, though the STOP is handled last", async () => {
+    const app = await customer();
+    expect(
+      (await app.call('POST', '/v1/webhooks', { url: receiver.url, event_types: ['message.received'] }))
+        .statusCode,
+    ).toBe(201);
+    const recorded = (userId: string) =>
+      ctx.container.pool.oneFirst(sql.type(z.object({ count: z.number() }))`
+        select count(*)::int from webhook_events
+        where app_id = ${app.app.id} and (body::jsonb -> 'data' -> 'from' ->> 'user_id') = ${userId}`);
+    // ejabberd hands each reply to one of the connected replicas (this app's and other tests') at
+    // random: users until this replica takes a STOP and holds it up while the START goes wherever it goes.
+    for (let tries = 0; tries < 40; tries += 1) {
+      const userId = `kim${tries}`;
+      const kim = await app.online(userId);
+      const sender = `${kim.credential.user.split('.')[0]}.app@notify.chat.local`;
+      const seen: number[] = [];
+      watched = { userId, delay: 500, seen };
+      await kim.xmpp.send(xml('message', { to: sender, type: 'chat' }, xml('body', {}, 'STOP')));
+      await kim.xmpp.send(xml('message', { to: sender, type: 'chat' }, xml('body', {}, 'START')));
+      // Both replies handled, wherever.
+      for (let waited = 0; (await recorded(userId)) < 2; waited += 1) {
+        if (waited === 150) throw new Error(`${userId}'s replies were not both recorded in 15 s`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      watched = null;
+      const latest = await ctx.container.pool.oneFirst(sql.type(z.object({ sent_at_us: z.string() }))`
+        select sent_at_us::text from promo_consent_replies
+        where app_id = ${app.app.id} and user_id = ${userId}`);
+      // The STOP, the older reply, was held up here (the START here after it, or elsewhere before it).
+      if (!(seen[0]! < Number(latest))) continue;
+      expect((await app.call('POST', '/v1/promo/send', { to: userId, text: 'Hi' })).json()).toMatchObject({
+        delivered: true,
+      });
+      return;
+    }
+    throw new Error('no STOP reached this replica in 40 tries');
+  });
+
+  it("takes the time of a reply from the chat server, not from the user's client", async () => {
+    const app = await customer();
+    const lea = await app.online('lea');
+    const sender = `${lea.credential.user.split('.')[0]}.app@notify.chat.local`;
+    // A STOP claiming to be from the far future: were its time believed, no START could ever follow.
+    const forged = xml('sent', { xmlns: NS, at: String(Number.MAX_SAFE_INTEGER) });
+    const stopped = lea.next(marked('consent'));
+    await lea.xmpp.send(xml('message', { to: sender, type: 'chat' }, xml('body', {}, 'STOP'), forged));
+    expect((await stopped).getChildText('body')).toMatch(/no more promotional messages/);
+    const noted = await ctx.container.pool.oneFirst(sql.type(z.object({ sent_at_us: z.string() }))`
+      select sent_at_us::text from promo_consent_replies where app_id = ${app.app.id} and user_id = 'lea'`);
+    expect(Math.abs(Number(noted) / 1_000 - Date.now())).toBeLessThan(60_000);
+    const started = lea.next(marked('consent'));
+    await lea.xmpp.send(xml('message', { to: sender, type: 'chat' }, xml('body', {}, 'START')));
+    expect((await started).getChildText('body')).toMatch(/again/);
+    expect((await app.call('POST', '/v1/promo/send', { to: 'lea', text: 'Hi' })).json()).toMatchObject({
+      delivered: true,
+    });
   });
 
   it('sends as a profile when asked, and needs the profile', async () => {

@@ -42,6 +42,8 @@ export interface InboundMessage {
   /** The messaging identity's local part it was sent to. */
   to: string;
   body: string;
+  /** When ejabberd took it from the user, in microseconds since the epoch (mod_svc_scope's stamp). */
+  sentAtMicros?: number;
 }
 
 export interface ArrivalNotice {
@@ -158,7 +160,14 @@ export function createMessagingComponent(options: MessagingComponentOptions) {
     const at = to.indexOf('@');
     if ((type !== 'chat' && type !== 'normal') || !body || at <= 0) return;
     if (to.slice(at + 1).split('/')[0] !== options.domain) return;
-    for (const listener of inboundListeners) listener({ from, to: to.slice(0, at), body });
+    const sentAtMicros = Number(message.getChild('sent', MESSAGING_NS)?.attrs.at);
+    for (const listener of inboundListeners)
+      listener({
+        from,
+        to: to.slice(0, at),
+        body,
+        ...(Number.isSafeInteger(sentAtMicros) ? { sentAtMicros } : {}),
+      });
   }
 
   async function whenOnline() {

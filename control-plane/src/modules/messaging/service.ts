@@ -2,7 +2,11 @@ import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool } from 'slonik';
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
-import type { DeliveryStatus, MessagingComponent } from '../../adapters/messaging-component.js';
+import type {
+  DeliveryStatus,
+  InboundMessage,
+  MessagingComponent,
+} from '../../adapters/messaging-component.js';
 import type { KeyMode, Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
@@ -165,7 +169,7 @@ export function createMessagingService(deps: {
   }
 
   /** A user's reply to a messaging identity: `message.received`, and STOP/START change the consent. */
-  async function receive(message: { from: string; to: string; body: string }) {
+  async function receive(message: InboundMessage) {
     const [bare = ''] = message.from.split('/');
     const at = bare.lastIndexOf('@');
     if (at <= 0 || bare.slice(at + 1) !== deps.settings.chatDomain) return;
@@ -177,12 +181,20 @@ export function createMessagingService(deps: {
     if (!settings) return;
     const scope = { appId: settings.app_id, mode: settings.mode };
     const word = message.body.trim().toUpperCase();
-    const consent = STOP_WORDS.has(word) ? 'stop' : START_WORDS.has(word) ? 'start' : null;
-    await inTransaction(
+    const asked = STOP_WORDS.has(word) ? 'stop' : START_WORDS.has(word) ? 'start' : null;
+    const consent = await inTransaction(
       deps.pool,
       async (tx) => {
         const store = messagingStore(tx);
         const now = deps.clock.now();
+        // A reply sent before one already handled (by another replica, as ejabberd spreads them)
+        // changes nothing: the user's last word holds. One without ejabberd's stamp applies as it comes.
+        const consent =
+          asked !== null &&
+          (message.sentAtMicros === undefined ||
+            (await store.noteConsentReply(scope, user.id, identity.sender, message.sentAtMicros)))
+            ? asked
+            : null;
         if (consent === 'stop') await store.optOut(scope, user.id, identity.sender, 'chat', now);
         if (consent === 'start') await store.optIn(scope, user.id, identity.sender);
         await deps.outbox.emit(tx, {
@@ -201,6 +213,7 @@ export function createMessagingService(deps: {
           },
           ...(identity.profileId === undefined ? {} : { profileId: identity.profileId }),
         });
+        return consent;
       },
       deps.onError,
     );

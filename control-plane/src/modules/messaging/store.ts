@@ -156,6 +156,20 @@ export function messagingStore(db: Db) {
         values (${scope.appId}, ${scope.mode}, ${userId}, ${sender}, ${source}, ${sql.timestamp(at)})
         on conflict do nothing`),
 
+    /**
+     * Notes a consent reply's send time (microseconds); false when a reply sent later was noted
+     * already, so that this older one changes nothing. Waits for a reply of the same user to the
+     * same sender being handled meanwhile, then judges against it.
+     */
+    noteConsentReply: async (scope: Scope, userId: string, sender: string, sentAtMicros: number) =>
+      (
+        await db.query(sql.unsafe`
+          insert into promo_consent_replies (app_id, mode, user_id, sender, sent_at_us)
+          values (${scope.appId}, ${scope.mode}, ${userId}, ${sender}, ${sentAtMicros})
+          on conflict (app_id, mode, user_id, sender) do update set sent_at_us = excluded.sent_at_us
+          where promo_consent_replies.sent_at_us < excluded.sent_at_us`)
+      ).rowCount > 0,
+
     optIn: async (scope: Scope, userId: string, sender: string) =>
       (
         await db.query(sql.unsafe`
