@@ -20,8 +20,11 @@ const file = chatTestFile();
 
 const POLICY_TEXT = "The organisation's policy does not allow this conversation";
 
-async function orgApp(policy: 'anyone' | 'teams' | 'admins' = 'anyone') {
-  const made = await createCustomer(file.ctx.container);
+async function orgApp(
+  policy: 'anyone' | 'teams' | 'admins' = 'anyone',
+  customer: Parameters<typeof createCustomer>[1] = {},
+) {
+  const made = await createCustomer(file.ctx.container, customer);
   const call = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
     callWithKey(file.ctx.app, made.token, method, url, payload);
   const created = await call('POST', '/v1/orgs', { externalId: 'acme', name: 'Acme', policy });
@@ -222,6 +225,23 @@ describe('org identities on the chat server', () => {
     );
     void joinRoom(ana, room);
     expect((await refused).getChild('error')?.getChild('registration-required')).toBeDefined();
+  });
+
+  it('charges a team change in full once the room has it, though the balance does not cover it', async () => {
+    // Three writes (the org, the team, the member) at 500 µ$ each leave 100 µ$: above zero, so the
+    // next write is admitted, and short of its price.
+    const app = await orgApp('anyone', { mode: 'live', balanceMicros: 3 * 500 + 100 });
+    await app.team('red');
+    await app.member('ana');
+    const ana = await app.online('ana');
+    const put = await app.call('PUT', '/v1/orgs/acme/members/ana', { teams: ['red'] });
+    // ejabberd has let ana into the room before the commit: the change stands, and is paid for
+    // (refused with 402, it would be undone here and not there).
+    expect(put.statusCode, put.body).toBe(200);
+    expect(put.json().teams).toEqual(['red']);
+    const room = `${ana.credential.room_prefix}red@${ana.credential.muc}`;
+    expect((await joinRoom(ana, room)).attrs.type).toBeUndefined();
+    expect((await file.ctx.container.billing.getBalance(app.account.id)).balance_micros).toBe(-400);
   });
 
   it('deleting a team takes every member out of its room, and none gets back in', async () => {

@@ -53,6 +53,14 @@ const minutes = (
 /** The price every write to public data declares: one call of `writes.calls`. */
 export const PUBLIC_DATA_WRITE = { product: 'writes', metric: 'calls' } as const;
 
+/**
+ * How org, circle and business writes are priced: most change the chat server's rooms, bookmarks or
+ * affiliations before they commit, which a rollback would not undo there. So once admitted (a live
+ * balance above zero) they are charged in full, like an OTP sent, rather than refused at the commit
+ * with their rooms already changed. One rule for all of them, the few that touch no room included.
+ */
+export const ROOM_WRITE = { price: PUBLIC_DATA_WRITE, irreversible: true } as const;
+
 export const METRICS: readonly MetricDefinition[] = [
   {
     product: 'writes',

@@ -129,9 +129,9 @@ export interface RouteDeclaration<
    */
   locksCallerFirst?: true;
   /**
-   * The work cannot be taken back once done (a message handed to the chat server): it is charged in
-   * full even past what the balance covers (Metering.charge's `inFull`). An empty live balance is
-   * still refused (402) before the handler runs.
+   * The work cannot be taken back once done (a message handed to the chat server, a room changed):
+   * it is charged in full even past what the balance covers (Metering.charge's `inFull`). An empty
+   * live balance is still refused (402) before the handler runs.
    */
   irreversible?: true;
   /**

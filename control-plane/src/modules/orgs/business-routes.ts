@@ -1,5 +1,5 @@
 import { errors } from '../../platform/errors.js';
-import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
+import { ROOM_WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import {
   Business,
@@ -74,7 +74,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     tags: ME,
     summary: 'A new personal code; the old one finds nobody from now on',
     response: MyCode,
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, tx }) => businesses.newMyCode(caller, tx),
   }),
   route({
@@ -104,7 +104,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: ChatStart,
     response: ChatOpened,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     perUser: CODE_LOOKUPS,
     handler: ({ caller, params, body, tx }) => circles.startChat(caller, params.code, body, tx),
   }),
@@ -120,7 +120,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: CodeParams,
     response: JoinAnswer,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     perUser: CODE_LOOKUPS,
     handler: ({ caller, params, tx }) => circles.joinByCode(caller, params.code, tx),
   }),
@@ -145,7 +145,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: InviteParams,
     response: InviteAnswer,
     errors: [404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.acceptInvite(caller, params.invite_id, tx),
   }),
   route({
@@ -158,7 +158,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: InviteParams,
     response: InviteAnswer,
     errors: [404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.declineInvite(caller, params.invite_id, tx),
   }),
 
@@ -185,7 +185,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     response: Business,
     status: 201,
     errors: [409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, body, tx }) => businesses.register(caller, body, tx),
   }),
   route({
@@ -212,7 +212,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: BusinessChange,
     response: Business,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => businesses.changeBusiness(caller, params.org, body, tx),
   }),
   route({
@@ -225,7 +225,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: BusinessParams,
     response: BusinessDeleted,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => businesses.deleteBusiness(caller, params.org, tx),
   }),
   route({
@@ -251,7 +251,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: Shortcuts,
     response: Shortcuts,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => businesses.putShortcuts(caller, params.org, body, tx),
   }),
 
@@ -293,7 +293,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: InboxChange,
     response: Inbox,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       businesses.changeInbox(caller, params.org, params.inbox, body, tx),
   }),
@@ -322,7 +322,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: StaffWrite,
     response: InboxWithStaff,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       businesses.putStaff(caller, params.org, params.inbox, body, tx),
   }),
@@ -352,7 +352,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: CustomerWrite,
     response: ChatOpened,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     perUser: CODE_LOOKUPS,
     handler: ({ caller, params, body, tx }) => businesses.openWithCustomer(caller, params.org, body, tx),
   }),
@@ -385,7 +385,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     response: Person,
     status: 201,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     perUser: CODE_LOOKUPS,
     handler: ({ caller, params, body, tx }) => businesses.invite(caller, params.org, body, tx),
   }),
@@ -402,7 +402,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     body: PersonChange,
     response: Person,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       businesses.changePerson(caller, params.org, params.member_id, body, tx),
   }),
@@ -417,7 +417,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: PersonParams,
     response: BusinessDeleted,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => businesses.removePerson(caller, params.org, params.member_id, tx),
   }),
   route({
@@ -443,7 +443,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: PersonParams,
     response: Person,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => businesses.approve(caller, params.org, params.member_id, tx),
   }),
   route({
@@ -456,7 +456,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     params: PersonParams,
     response: BusinessDeleted,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => businesses.reject(caller, params.org, params.member_id, tx),
   }),
   route({
@@ -471,7 +471,7 @@ export const businessRoutes = (businesses: BusinessesService, circles: CirclesSe
     response: Group,
     status: 201,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => businesses.createGroup(caller, params.org, body, tx),
   }),
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
+import { ROOM_WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import { BusinessPageQuery } from './business-schema.js';
 import {
@@ -59,7 +59,7 @@ export const circleRoutes = (circles: CirclesService) => [
     response: CircleWithRooms,
     status: 201,
     errors: [409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, body, tx }) => circles.create(caller, body, tx),
   }),
   route({
@@ -85,7 +85,7 @@ export const circleRoutes = (circles: CirclesService) => [
     body: CircleChange,
     response: Circle,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => circles.change(caller, params.circle, body, tx),
   }),
   route({
@@ -98,7 +98,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: CircleParams,
     response: CircleDeleted,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.delete(caller, params.circle, tx),
   }),
   route({
@@ -112,7 +112,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: CircleParams,
     response: CircleDeleted,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.leave(caller, params.circle, tx),
   }),
 
@@ -157,7 +157,7 @@ export const circleRoutes = (circles: CirclesService) => [
     response: CircleMember,
     status: 201,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => circles.invite(caller, params.circle, body, tx),
   }),
   route({
@@ -172,7 +172,7 @@ export const circleRoutes = (circles: CirclesService) => [
     body: CircleMemberChange,
     response: CircleMember,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       circles.changeMember(caller, params.circle, params.member_id, body, tx),
   }),
@@ -186,7 +186,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: CircleMemberParams,
     response: CircleDeleted,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.removeMember(caller, params.circle, params.member_id, tx),
   }),
   route({
@@ -199,7 +199,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: CircleRequestParams,
     response: CircleMember,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.approve(caller, params.circle, params.request_id, tx),
   }),
   route({
@@ -212,7 +212,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: CircleRequestParams,
     response: CircleMember,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.reject(caller, params.circle, params.request_id, tx),
   }),
 
@@ -231,7 +231,7 @@ export const circleRoutes = (circles: CirclesService) => [
     response: Room,
     status: 201,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => circles.createRoom(caller, params.circle, body, tx),
   }),
   route({
@@ -245,7 +245,7 @@ export const circleRoutes = (circles: CirclesService) => [
     body: RoomChange,
     response: Room,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       circles.changeRoom(caller, params.circle, params.room, body, tx),
   }),
@@ -260,7 +260,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: RoomParams,
     response: CircleDeleted,
     errors: [403, 404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.archiveRoom(caller, params.circle, params.room, tx),
   }),
   route({
@@ -273,7 +273,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: RoomParams,
     response: CircleWithRooms,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.joinRoom(caller, params.circle, params.room, tx),
   }),
   route({
@@ -286,7 +286,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: RoomParams,
     response: CircleWithRooms,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => circles.leaveRoom(caller, params.circle, params.room, tx),
   }),
   route({
@@ -300,7 +300,7 @@ export const circleRoutes = (circles: CirclesService) => [
     body: Mute,
     response: CircleWithRooms,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       circles.muteBoard(caller, params.circle, params.room, body, tx),
   }),
@@ -315,7 +315,7 @@ export const circleRoutes = (circles: CirclesService) => [
     body: RoomMemberWrite,
     response: CircleMember,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) =>
       circles.addToRoom(caller, params.circle, params.room, body, tx),
   }),
@@ -329,7 +329,7 @@ export const circleRoutes = (circles: CirclesService) => [
     params: RoomMemberParams,
     response: CircleDeleted,
     errors: [403, 404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) =>
       circles.removeFromRoom(caller, params.circle, params.room, params.member_id, tx),
   }),

@@ -1,4 +1,4 @@
-import { PUBLIC_DATA_WRITE as WRITE } from '../../platform/price-catalogue.js';
+import { ROOM_WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
 import {
   CallToken,
@@ -61,7 +61,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     itemId: 'external_id',
     otherResponses: { 201: Org },
     errors: [409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: async ({ caller, body, tx, reply }) =>
       createdOr(reply, await orgs.upsertOrg(caller, body, tx)).org,
   }),
@@ -100,7 +100,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     body: OrgChange,
     response: Org,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => orgs.changeOrg(caller, params.org, body, tx),
   }),
   route({
@@ -115,7 +115,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     params: OrgParams,
     response: OrgDeleted,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => orgs.deleteOrg(caller, params.org, tx),
   }),
 
@@ -174,7 +174,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     response: Member,
     otherResponses: { 201: Member },
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: async ({ caller, params, body, tx, reply }) =>
       createdOr(reply, await orgs.putMember(caller, params.org, params.ext_id, body, tx)).member,
   }),
@@ -188,7 +188,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     params: MemberParams,
     response: OrgDeleted,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => orgs.deleteMember(caller, params.org, params.ext_id, tx),
   }),
 
@@ -279,7 +279,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     body: MembershipChange,
     response: Membership,
     errors: [404],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, body, tx }) => orgs.changeMyMembership(caller, params.member_id, body, tx),
   }),
   route({
@@ -376,7 +376,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     response: Team,
     otherResponses: { 201: Team },
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: async ({ caller, params, body, tx, reply }) =>
       createdOr(reply, await orgs.putTeam(caller, params.org, params.ext_id, body.name, tx)).team,
   }),
@@ -390,7 +390,7 @@ export const orgRoutes = (orgs: OrgsService) => [
     params: TeamParams,
     response: OrgDeleted,
     errors: [404, 409],
-    price: WRITE,
+    ...ROOM_WRITE,
     handler: ({ caller, params, tx }) => orgs.deleteTeam(caller, params.org, params.ext_id, tx),
   }),
 ];
