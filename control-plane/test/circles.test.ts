@@ -1,5 +1,6 @@
 import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CODE_LOOKUPS } from '../src/modules/orgs/business-schema.js';
 import { CIRCLE_LIMITS } from '../src/modules/orgs/circle-schema.js';
 import { type AppUser, appWithUsers } from './app-users.js';
 import { startTestApp, type TestContext } from './support.js';
@@ -170,6 +171,19 @@ describe('join rules', () => {
       errorOf(await ana.call('POST', `/v1/me/circles/${circle.id}/requests/${other.member_id}/approve`)),
     ).toEqual([404, undefined]);
     expect((await join(cy, circle)).status).toBe('requested');
+  });
+
+  it(`counts invites against the ${CODE_LOOKUPS.limit} code lookups a user makes an hour`, async () => {
+    const app = await appWithUsers(ctx);
+    const prober = await app.user('prober');
+    const circle = await start(prober);
+    const invite = (phone: string) => prober.call('POST', `/v1/me/circles/${circle.id}/members`, { phone });
+    // Each phone answers whether it is a user of the app: a lookup like a code's.
+    for (let i = 0; i < CODE_LOOKUPS.limit; i++)
+      expect(errorOf(await invite(`+1555${String(i).padStart(7, '0')}`))).toEqual([404, 'PERSON_NOT_FOUND']);
+    const refused = await invite('+15559999999');
+    expect(refused.statusCode).toBe(429);
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
   });
 
   it('invite: a stranger is refused; the invited join by the code or accept the invite', async () => {

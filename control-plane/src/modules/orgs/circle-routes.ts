@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ROOM_WRITE } from '../../platform/price-catalogue.js';
 import { route } from '../../platform/route.js';
-import { BusinessPageQuery } from './business-schema.js';
+import { BusinessPageQuery, CODE_LOOKUPS } from './business-schema.js';
 import {
   Circle,
   CircleChange,
@@ -138,8 +138,7 @@ export const circleRoutes = (circles: CirclesService) => [
     auth: 'user-token',
     tags: CIRCLES,
     summary: 'Invite someone by personal code or phone (admins; admins are invited by the owner)',
-    description:
-      'Inviting someone who asked to join lets them in. The invite is theirs to accept or decline (/v1/me/org-invites), or to accept by joining with the circle’s code.',
+    description: `Inviting someone who asked to join lets them in. The invite is theirs to accept or decline (/v1/me/org-invites), or to accept by joining with the circle’s code. Invites count against the ${CODE_LOOKUPS.limit} code lookups per user per hour.`,
     params: CircleParams,
     body: Type.Composite(
       [
@@ -158,6 +157,9 @@ export const circleRoutes = (circles: CirclesService) => [
     status: 201,
     errors: [403, 404, 409],
     ...ROOM_WRITE,
+    // A code or phone that finds a person or not: the cap of every lookup, or a circle of one's own
+    // would map an app's phone numbers to its users.
+    perUser: CODE_LOOKUPS,
     handler: ({ caller, params, body, tx }) => circles.invite(caller, params.circle, body, tx),
   }),
   route({
