@@ -402,4 +402,26 @@ describe("a user's own membership (/v1/me)", () => {
     const [mine] = (await callWithKey(ctx.app, boToken, 'GET', '/v1/me/org-memberships')).json().items;
     expect(mine).toMatchObject({ id: ana.id, muted: false });
   });
+
+  it("has none of the earlier user's settings once linked to another user", async () => {
+    const app = await customer();
+    await app.org('corp');
+    const ana = (await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-ana' })).json();
+    const anaToken = (await app.call('POST', '/v1/users/u-ana/tokens', {})).json().token;
+    const set = await callWithKey(ctx.app, anaToken, 'PATCH', `/v1/me/org-memberships/${ana.id}`, {
+      display_name: 'Ana Smith',
+      muted: true,
+    });
+    expect(set.json()).toMatchObject({ display_name: 'Ana Smith', muted: true });
+    await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-bo' });
+    const boToken = (await app.call('POST', '/v1/users/u-bo/tokens', {})).json().token;
+    const [mine] = (await callWithKey(ctx.app, boToken, 'GET', '/v1/me/org-memberships')).json().items;
+    expect(mine).toMatchObject({ id: ana.id, display_name: null, muted: false });
+    // A change that keeps the user keeps their settings.
+    await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-bo', title: 'Lead' });
+    await callWithKey(ctx.app, boToken, 'PATCH', `/v1/me/org-memberships/${ana.id}`, { muted: true });
+    await app.call('PUT', '/v1/orgs/corp/members/ana', { user_id: 'u-bo', title: 'Chief' });
+    const [again] = (await callWithKey(ctx.app, boToken, 'GET', '/v1/me/org-memberships')).json().items;
+    expect(again).toMatchObject({ muted: true, title: 'Chief' });
+  });
 });

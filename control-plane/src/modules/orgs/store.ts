@@ -67,7 +67,10 @@ export interface MemberChanges {
   title?: string | null;
   userId?: string | null;
   status?: MemberRow['status'];
-  /** A new identity (the member is linked to another user). */
+  /**
+   * A new identity (the member is linked to another user): the earlier user's own settings (display
+   * name, mute) go with the earlier identity.
+   */
   identityKey?: string;
 }
 
@@ -304,6 +307,11 @@ export function orgsStore(db: Db) {
           user_id = ${changes.userId === undefined ? sql.fragment`user_id` : sql.fragment`${changes.userId}`},
           status = coalesce(${changes.status ?? null}, status),
           identity_key = coalesce(${changes.identityKey ?? null}, identity_key),
+          ${
+            changes.identityKey === undefined
+              ? sql.fragment``
+              : sql.fragment`display_name = null, muted = false,`
+          }
           updated_at = ${sql.timestamp(at)}
         where id = ${memberId}`),
 
