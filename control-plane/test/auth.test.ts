@@ -235,6 +235,27 @@ describe('the daily request cap', () => {
     expect((await invalidMint()).statusCode).toBe(429);
   });
 
+  it('counts refusals too, on operations that admit in their handler, refused before they admit', async () => {
+    const { token } = await createCustomer(ctx.container, { plan: 'scale', dailyRequestCap: 3 });
+    const headers = { authorization: `Bearer ${token}` };
+    // An org identity's credential admits in its handler, after it has found the org and member.
+    const mintOfNoOrg = () =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/v1/orgs/no-such-org/members/ana/chat-token',
+        headers,
+        payload: {},
+        remoteAddress: uniqueAddress(),
+      });
+    for (const remaining of ['2', '1']) {
+      const refused = await mintOfNoOrg();
+      expect(refused.statusCode).toBe(404);
+      expect(refused.headers['ratelimit-remaining']).toBe(remaining);
+    }
+    expect((await balance(headers)).headers['ratelimit-remaining']).toBe('0');
+    expect((await mintOfNoOrg()).statusCode).toBe(429);
+  });
+
   it('comes from the plan: Pro 100,000, Scale its custom cap', async () => {
     const pro = await createCustomer(ctx.container, { plan: 'pro' });
     expect((await balance({ authorization: `Bearer ${pro.token}` })).headers['ratelimit-limit']).toBe(

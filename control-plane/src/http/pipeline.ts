@@ -279,7 +279,10 @@ function registerRoute(
       reply.code(declared.status ?? 200);
       const principal = request.principal;
       const handlerHeaders: Record<string, string> = {};
+      /** Whether admission ran, admitted or refused (over the cap, locked out). */
+      let admissionRan = false;
       const admit = async (script?: AdmissionScript, keys?: string[], args?: (string | number)[]) => {
+        admissionRan = true;
         const admitted = await deps.admission.admit(
           { address: request.ip, principal: principal!, spends: spends(declared) },
           script,
@@ -349,20 +352,28 @@ function registerRoute(
         return keep ? keep(result) : result;
       };
       const key = idempotent ? idempotencyKeyOf(request) : undefined;
-      // Without a key, nothing of idempotency runs: not a statement more.
-      const body =
-        key === undefined
-          ? await run()
-          : await answerOnce({
-              declared,
-              request,
-              reply,
-              idempotency: deps.idempotency,
-              key,
-              handlerHeaders,
-              admit: () => admit(),
-              run,
-            });
+      let body: unknown;
+      try {
+        // Without a key, nothing of idempotency runs: not a statement more.
+        body =
+          key === undefined
+            ? await run()
+            : await answerOnce({
+                declared,
+                request,
+                reply,
+                idempotency: deps.idempotency,
+                key,
+                handlerHeaders,
+                admit: () => admit(),
+                run,
+              });
+      } catch (error) {
+        // Refused before it admitted itself (a 404, a 403): the request counts toward the daily cap
+        // as on every other operation (and one over it gets that refusal), admitted alone.
+        if (keyed && !request.admitted && !admissionRan) await admit();
+        throw error;
+      }
       if (keyed && !request.admitted) {
         throw new Error(`${declared.operationId} answered without admitting the request`);
       }
