@@ -1,8 +1,10 @@
-import { chownSync, createReadStream, createWriteStream, rmSync } from 'node:fs';
+import { constants, createReadStream, rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { StackError } from '../errors.js';
+import { EXCLUSIVE_CREATE, unguessable } from '../files.js';
 import type { OsUser } from '../os-user.js';
 import { type FileDigest, writeDigested } from './manifest.js';
 
@@ -49,9 +51,45 @@ async function recordsPerTable(path: string): Promise<Record<string, number>> {
   return records;
 }
 
-/** A file name in the spool that no other run of this command uses. */
+/**
+ * A file name in the spool that no other run of this command uses, and that ejabberd's account, which
+ * owns the spool, cannot guess to plant something there first.
+ */
 const spoolFile = (target: EjabberdTarget, purpose: string) =>
-  join(target.spoolDir, `svc-${purpose}-${process.pid}-${Date.now()}.dump`);
+  join(target.spoolDir, `svc-${purpose}-${unguessable()}.dump`);
+
+/**
+ * Opens the dump ejabberd wrote, refusing anything its account could have put there instead: a symlink
+ * (O_NOFOLLOW), a FIFO that would block the open (O_NONBLOCK; no effect on a regular file), or a hard
+ * link to a file of another user.
+ */
+export async function openDump(path: string, osUser: OsUser | undefined) {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const stat = await handle.stat();
+    const expectedOwner = osUser?.uid ?? process.getuid?.();
+    if (!stat.isFile() || stat.uid !== expectedOwner)
+      throw new StackError(`${path} is not a regular file of ejabberd's: refusing to read it`);
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/**
+ * Copies `source` to `path` in the spool for ejabberd to read: created exclusively (never through
+ * something its account planted there, since it owns the spool) and handed to it by the descriptor.
+ */
+export async function copyIntoSpool(source: string, path: string, osUser: OsUser | undefined) {
+  const handle = await open(path, EXCLUSIVE_CREATE, 0o600);
+  try {
+    if (osUser) await handle.chown(osUser.uid, osUser.gid);
+    await pipeline(createReadStream(source), handle.createWriteStream());
+  } finally {
+    await handle.close();
+  }
+}
 
 /**
  * ejabberd's own data, which PostgreSQL does not hold: persistent rooms, offline messages, message
@@ -66,7 +104,8 @@ export async function backupEjabberd(
   const dumped = spoolFile(target, 'backup');
   try {
     await operatorCommand(target, 'dump', { file: dumped });
-    const digest = await writeDigested(createReadStream(dumped), join(dir, file));
+    const dump = await openDump(dumped, target.osUser);
+    const digest = await writeDigested(dump.createReadStream(), join(dir, file)).finally(() => dump.close());
     return { file, ...digest, records: await recordsPerTable(join(dir, file)) };
   } finally {
     rmSync(dumped, { force: true });
@@ -80,8 +119,7 @@ export async function backupEjabberd(
 export async function restoreEjabberd(target: EjabberdTarget, dir: string, file: string): Promise<void> {
   const loaded = spoolFile(target, 'restore');
   try {
-    await pipeline(createReadStream(join(dir, file)), createWriteStream(loaded, { mode: 0o600 }));
-    if (target.osUser) chownSync(loaded, target.osUser.uid, target.osUser.gid);
+    await copyIntoSpool(join(dir, file), loaded, target.osUser);
     await operatorCommand(target, 'load', { file: loaded });
   } finally {
     rmSync(loaded, { force: true });
