@@ -155,10 +155,38 @@ interface Jwk extends JsonWebKey {
   kid?: string;
 }
 
-/** How long the signing keys are kept before they are fetched again. */
+/** How long the signing keys are used before they are fetched again (in the background). */
 const JWKS_CACHE_MS = 10 * 60_000;
-/** An unknown kid fetches the keys again at most this often (a rotation shows at once; a forgery not). */
+/**
+ * Once keys are cached, they are fetched at most this often, whatever the tokens name: a rotation shows
+ * within it (an unknown kid fetches again), while made-up kids, or an API that is down, are not hammered.
+ */
 const JWKS_REFETCH_MS = 30_000;
+/** A fetch of the keys that takes longer fails, so that verifications waiting on it are not held. */
+const JWKS_TIMEOUT_MS = 10_000;
+
+/** A token part's bytes, or SvcVerificationError when it is not base64url. */
+function tokenPartBytes(part: string, name: string): Uint8Array<ArrayBuffer> {
+  try {
+    return base64UrlToBytes(part);
+  } catch {
+    throw new SvcVerificationError(`${name} is not base64url`);
+  }
+}
+
+/** A token part's JSON object, or SvcVerificationError when it is not one. */
+function tokenPartObject(part: string, name: string): Record<string, unknown> {
+  const text = new TextDecoder().decode(tokenPartBytes(part, name));
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new SvcVerificationError(`${name} is not JSON`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new SvcVerificationError(`${name} is not a JSON object`);
+  return value as Record<string, unknown>;
+}
 
 /**
  * Checks user tokens the API minted (ES256), offline against its signing keys from
@@ -167,6 +195,11 @@ const JWKS_REFETCH_MS = 30_000;
  * keys, so the audience and the mode are what tell yours apart: a token another app minted, or one
  * your test key minted, verifies with the keys alone. A revocation is not visible offline: where it
  * must count, let the API check the token (any /v1/me call).
+ *
+ * Concurrent verifications share one fetch of the keys. After 10 minutes the cached keys keep
+ * answering while they are fetched again, and stay in use if that fails (tried again 30 s later); an
+ * unknown kid fetches them again at most every 30 s. Every refusal, junk input and unreachable keys
+ * included, is an SvcVerificationError.
  */
 export function createUserTokenVerifier(options: {
   baseUrl: string;
@@ -182,41 +215,84 @@ export function createUserTokenVerifier(options: {
   const issuer = options.issuer ?? baseUrl;
   const doFetch = options.fetch ?? globalThis.fetch;
   let keys: { byKid: Map<string, Jwk>; fetchedAt: number } | undefined;
+  /** The fetch under way, which every verification that needs the keys waits on. */
+  let fetching: Promise<void> | undefined;
+  let lastFetchStartedAt = Number.NEGATIVE_INFINITY;
+  /** Why the last fetch failed: the refusal while no keys were ever fetched. */
+  let lastFetchFailure = '';
 
-  async function keyFor(kid: string): Promise<Jwk | undefined> {
-    const now = Date.now();
-    const stale = keys === undefined || now - keys.fetchedAt > JWKS_CACHE_MS;
-    const unknown = keys !== undefined && !keys.byKid.has(kid) && now - keys.fetchedAt > JWKS_REFETCH_MS;
-    if (stale || unknown) {
-      const response = await doFetch(`${baseUrl}/.well-known/jwks.json`);
-      if (!response.ok) throw new SvcVerificationError(`the signing keys answered ${response.status}`);
-      const { keys: list } = (await response.json()) as { keys: Jwk[] };
-      keys = { byKid: new Map(list.map((key) => [key.kid ?? '', key])), fetchedAt: now };
+  async function fetchKeys(): Promise<Map<string, Jwk>> {
+    const response = await doFetch(`${baseUrl}/.well-known/jwks.json`, {
+      signal: AbortSignal.timeout(JWKS_TIMEOUT_MS),
+    });
+    if (!response.ok) throw new SvcVerificationError(`the signing keys answered ${response.status}`);
+    const { keys: list } = (await response.json()) as { keys?: unknown };
+    if (!Array.isArray(list)) throw new SvcVerificationError('the signing keys are not a JWKS');
+    return new Map(list.map((key: Jwk) => [key.kid ?? '', key]));
+  }
+
+  /** Starts a fetch of the keys, or joins the one under way; never rejects (a failure keeps the cache). */
+  function refreshKeys(): Promise<void> {
+    if (fetching === undefined) {
+      lastFetchStartedAt = Date.now();
+      fetching = fetchKeys()
+        .then(
+          (byKid) => {
+            keys = { byKid, fetchedAt: Date.now() };
+          },
+          (error: unknown) => {
+            lastFetchFailure =
+              error instanceof SvcVerificationError
+                ? error.reason
+                : `the signing keys could not be fetched: ${error instanceof Error ? error.message : String(error)}`;
+          },
+        )
+        .finally(() => {
+          fetching = undefined;
+        });
     }
-    return keys?.byKid.get(kid);
+    return fetching;
+  }
+
+  async function keyFor(kid: string): Promise<Jwk> {
+    const now = Date.now();
+    const cooledDown = now - lastFetchStartedAt >= JWKS_REFETCH_MS;
+    const cached = keys?.byKid.get(kid);
+    if (keys !== undefined && cached !== undefined) {
+      // Past their time the keys are fetched again, while the cached ones answer (and after a failure).
+      if (now - keys.fetchedAt > JWKS_CACHE_MS && cooledDown) void refreshKeys();
+      return cached;
+    }
+    // An unknown kid may be a new key: fetch, unless a fetch started within the cooldown. Without any
+    // keys there is nothing to protect by waiting, so only the sharing of one fetch holds.
+    if (fetching !== undefined || keys === undefined || cooledDown) await refreshKeys();
+    const fetched = keys?.byKid.get(kid);
+    if (fetched === undefined)
+      throw new SvcVerificationError(keys === undefined ? lastFetchFailure : 'unknown signing key');
+    return fetched;
   }
 
   return {
     async verify(token: string, now = nowSeconds()): Promise<UserTokenClaims> {
-      const [headerPart = '', payloadPart = '', signaturePart = '', extra] = token.split('.');
-      if (extra !== undefined || signaturePart === '') throw new SvcVerificationError('not a JWT');
-      const decode = (part: string) =>
-        JSON.parse(new TextDecoder().decode(base64UrlToBytes(part))) as unknown;
-      const head = decode(headerPart) as { alg?: string; kid?: string };
-      if (head.alg !== 'ES256') throw new SvcVerificationError(`algorithm ${head.alg}`);
-      const jwk = await keyFor(head.kid ?? '');
-      if (jwk === undefined) throw new SvcVerificationError('unknown signing key');
-      const key = await crypto.subtle.importKey('jwk', jwk, { name: 'ECDSA', namedCurve: 'P-256' }, false, [
-        'verify',
-      ]);
+      if (typeof token !== 'string' || !/^[\w-]+\.[\w-]+\.[\w-]+$/.test(token))
+        throw new SvcVerificationError('not a JWT');
+      const [headerPart, payloadPart, signaturePart] = token.split('.') as [string, string, string];
+      const head = tokenPartObject(headerPart, 'header');
+      if (head.alg !== 'ES256') throw new SvcVerificationError(`algorithm ${String(head.alg)}`);
+      const jwk = await keyFor(typeof head.kid === 'string' ? head.kid : '');
+      const key = await crypto.subtle
+        .importKey('jwk', jwk, { name: 'ECDSA', namedCurve: 'P-256' }, false, ['verify'])
+        .catch(() => {
+          throw new SvcVerificationError('the signing key is not a P-256 public key');
+        });
       const valid = await crypto.subtle.verify(
         { name: 'ECDSA', hash: 'SHA-256' },
         key,
-        base64UrlToBytes(signaturePart),
+        tokenPartBytes(signaturePart, 'signature'),
         encoder.encode(`${headerPart}.${payloadPart}`),
       );
       if (!valid) throw new SvcVerificationError('bad signature');
-      const claims = decode(payloadPart) as UserTokenClaims;
+      const claims = tokenPartObject(payloadPart, 'payload') as UserTokenClaims;
       if (claims.iss !== issuer) throw new SvcVerificationError('another issuer');
       if (claims.aud !== options.appId) throw new SvcVerificationError('another app');
       if (claims.mode !== (options.mode ?? 'live')) throw new SvcVerificationError('another mode');
