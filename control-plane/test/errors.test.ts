@@ -127,6 +127,37 @@ describe('validation failures', () => {
   });
 });
 
+describe('text', () => {
+  const raw = (payload: string) =>
+    ctx.app.inject({
+      method: 'POST',
+      url: '/test/validated/abc',
+      headers: { 'content-type': 'application/json' },
+      payload,
+    });
+
+  it('with half a character (a lone UTF-16 surrogate) is refused, naming where it is', async () => {
+    // What a client sends that cut text at a UTF-16 length inside an emoji: PostgreSQL's jsonb refuses
+    // it (a 500), its text columns turn it into U+FFFD (not what was sent).
+    for (const [payload, field] of [
+      ['{"user_id": "half \\ud83d"}', 'user_id'],
+      ['{"user_id": "u", "tags": ["ok", "\\ude00x"]}', 'tags.1'],
+      ['{"user_id": "u", "\\ud83d": 1}', '\ud83d'],
+    ] as const) {
+      const response = await raw(payload);
+      expect(response.statusCode, payload).toBe(422);
+      expect(response.json().error.fields).toEqual([expect.objectContaining({ in: 'body', field })]);
+    }
+  });
+
+  it('with whole characters escaped as surrogate pairs is taken as sent', async () => {
+    // An escaped backslash before "ud800" is text, not an escape.
+    const response = await raw('{"user_id": "smile \\ud83d\\ude00 \\\\ud800"}');
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.json().body).toEqual({ user_id: 'smile 😀 \\ud800' });
+  });
+});
+
 describe('types', () => {
   it('of a body of optional fields: left out reads as {}, null or a list is refused', async () => {
     const { token } = await createCustomer(ctx.container);

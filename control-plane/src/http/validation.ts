@@ -114,10 +114,58 @@ function strictNumbers(schema: FastifySchema | undefined, validate: Validate): V
  * converted to the declared numbers and booleans only when written plainly.
  */
 export function registerValidation(app: FastifyInstance): void {
+  registerWellFormedJson(app);
   const [strict, fromText] = [validators(false), validators('array')];
   app.setValidatorCompiler((route) =>
     route.httpPart === 'body' ? strict(route) : strictNumbers(route.schema as FastifySchema, fromText(route)),
   );
+}
+
+/**
+ * An escape of a UTF-16 surrogate: the only way JSON text can hold one, since UTF-8 cannot encode
+ * them. (An escaped backslash before "ud800" matches too, and the full check then finds nothing.)
+ */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/** A surrogate code unit not part of a pair (in a /u regex, a pair is one code point, not Cs). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** The path of the first string or key in `value` that holds half a character, or null. */
+function notWellFormedAt(value: unknown, path: string[] = []): string | null {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path.join('.') : null;
+  if (typeof value !== 'object' || value === null) return null;
+  for (const [key, item] of Object.entries(value)) {
+    const at = LONE_SURROGATE.test(key) ? [...path, key].join('.') : notWellFormedAt(item, [...path, key]);
+    if (at !== null) return at;
+  }
+  return null;
+}
+
+/**
+ * JSON bodies as fastify parses them, refusing half a character: a lone surrogate (a client that cut
+ * text inside an emoji) would fail PostgreSQL's jsonb with a 500, and turn into U+FFFD in its text
+ * columns, so that what was stored differed from what the answer and the webhooks carry.
+ */
+function registerWellFormedJson(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string; // parseAs: 'string'
+    parse(request, text, (error, value) => {
+      if (error) return done(error);
+      const at = SURROGATE_ESCAPE.test(text) ? notWellFormedAt(value) : null;
+      if (at === null) return done(null, value);
+      done(
+        errors.validation([
+          {
+            in: 'body',
+            field: at,
+            message: 'must be whole characters: half of one (a lone UTF-16 surrogate) is not text',
+          },
+        ]),
+      );
+    });
+  });
 }
 
 /** A compiler of validators that take input as sent (false) or converted from text ('array'). */
