@@ -116,10 +116,10 @@ export async function createContainer(
     bus,
     chatDomain: settings.SVC_CHAT_DOMAIN,
     // These modules are made later (they use this one): asked late.
-    roomNodes: async (scope, chatPrefix) => [
-      ...(await chat!.roomNames(scope)).map((room) => scopedNode(chatPrefix, room)),
-      ...(await orgs.teamRoomNodes(scope, chatPrefix)),
-      ...(await circles!.roomNodes(scope, chatPrefix)),
+    rooms: async (scope, chatPrefix) => [
+      ...(await chat!.roomNames(scope)).map((room) => ({ node: scopedNode(chatPrefix, room), shape: {} })),
+      ...(await orgs.teamRooms(scope, chatPrefix)),
+      ...(await circles!.rooms(scope, chatPrefix)),
     ],
   });
   chat = createChatService({

@@ -24,9 +24,9 @@ type Circle = {
   me: { member_id: string; role: string; muted_boards: string[]; joined_rooms: string[] };
 };
 
-const errorOf = (response: { statusCode: number; json(): { error: { code?: string } } }) => [
+const errorOf = (response: { statusCode: number; json(): { error?: { code?: string } } }) => [
   response.statusCode,
-  response.json().error.code,
+  response.json().error?.code,
 ];
 
 async function start(owner: AppUser, fields: object = {}) {
@@ -465,6 +465,26 @@ describe('rooms and boards', () => {
     const seen = (await member.call('GET', base)).json();
     expect(seen.boards.map((b: { name: string }) => b.name)).toEqual(['Announcements', 'News']);
     expect(seen.me.joined_rooms).toContain(room.json().id);
+  });
+
+  it('leave a board to the mods once its maker is a member again; a room stays its maker’s', async () => {
+    const { base, owner, admin, mod, ids } = await club({ members_create_rooms: true });
+    const board = (await mod.call('POST', `${base}/rooms`, { kind: 'board', name: 'News' })).json();
+    const room = (await mod.call('POST', `${base}/rooms`, { kind: 'room', name: 'Chat' })).json();
+    expect((await owner.call('PATCH', `${base}/members/${ids.mod}`, { role: 'member' })).statusCode).toBe(
+      200,
+    );
+    for (const [method, path, payload] of [
+      ['PATCH', `${base}/rooms/${board.id}`, { name: 'Mine' }],
+      ['POST', `${base}/rooms/${board.id}/members`, { member_id: ids.admin }],
+      ['DELETE', `${base}/rooms/${board.id}`, undefined],
+    ] as const)
+      expect(errorOf(await mod.call(method, path, payload)), `${method} ${path}`).toEqual([
+        403,
+        'CIRCLE_ROLE',
+      ]);
+    expect((await mod.call('PATCH', `${base}/rooms/${room.id}`, { name: 'Ours' })).statusCode).toBe(200);
+    expect((await admin.call('DELETE', `${base}/rooms/${board.id}`)).statusCode).toBe(200);
   });
 
   it('joins open rooms only, leaves rooms but never a board (which it mutes)', async () => {

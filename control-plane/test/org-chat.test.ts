@@ -189,6 +189,22 @@ describe('org identities on the chat server', () => {
     expect(byName).toMatchObject({ max_users: '7', members_only: 'true', moderated: 'false' });
   });
 
+  it('makes a team room ejabberd lost again members-only, as the team made it', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    const credential = await app.token((await app.member('ana', { teams: ['red'] })).ext_id);
+    const [name, service] = [`${credential.room_prefix}red`, credential.muc];
+    const options = async () =>
+      (await (
+        await ejabberdAsOperator(testSettings(), 'get_room_options', { name, service })
+      ).json()) as Record<string, string>;
+    // Lost as a restore of older ejabberd data loses it (destroy_room answers before the room is gone).
+    expect((await ejabberdAsOperator(testSettings(), 'destroy_room', { name, service })).status).toBe(200);
+    await expect.poll(options).toEqual({});
+    expect((await app.call('PATCH', '/v1/realtime/app', { max_room_size: 9 })).statusCode).toBe(200);
+    expect(await options()).toMatchObject({ max_users: '9', members_only: 'true' });
+  });
+
   it('removing a member takes them out of the room at once and refuses their next login', async () => {
     const app = await orgApp();
     await app.team('red');

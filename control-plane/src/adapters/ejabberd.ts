@@ -36,6 +36,9 @@ export interface RoomOptions {
   presenceOf?: readonly ('moderator' | 'participant' | 'visitor')[];
 }
 
+/** What a room is made with besides its size, which follows the app's settings. */
+export type RoomShape = Omit<RoomOptions, 'maxUsers'>;
+
 /** Where a person is in a circle's room (ejabberd/svc_circles.erl). */
 export interface RoomPlace {
   room: string;

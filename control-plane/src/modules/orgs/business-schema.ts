@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { z } from 'zod';
+import type { RoomShape } from '../../adapters/ejabberd.js';
 import { displayName, postText } from '../../platform/identities.js';
 import { Cursor, Deleted, ListLimit, ListPageQuery, literalUnion, Page } from '../../platform/schemas.js';
 import { E164_PATTERN } from '../messaging/schema.js';
@@ -22,6 +23,11 @@ export const INBOX_LINE_MAX = 200;
 export const GREETING_MAX = 1_000;
 /** The inbox's staff room: its name within the business's nodes (no member's key has five letters). */
 export const INBOX_ROOM = 'inbox';
+
+/** A team's room (an org's team, a business's group): its members enter, nobody else. */
+export const TEAM_ROOM_SHAPE = { membersOnly: true } as const satisfies RoomShape;
+/** A business's inbox room: its staff, who are also subscribed to it (MUC/Sub). */
+export const INBOX_ROOM_SHAPE = { membersOnly: true, subscriptions: true } as const satisfies RoomShape;
 /** The first page of people that GET /v1/me/businesses/{org} includes. */
 export const EMBEDDED_PEOPLE = 50;
 

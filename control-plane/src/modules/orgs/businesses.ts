@@ -25,8 +25,10 @@ import {
   type ConversationRow,
   EMBEDDED_PEOPLE,
   INBOX_ROOM,
+  INBOX_ROOM_SHAPE,
   type PERSON_STATUSES,
   type StaffRow,
+  TEAM_ROOM_SHAPE,
 } from './business-schema.js';
 import {
   type BusinessChanges,
@@ -681,9 +683,8 @@ export function createBusinessesService(deps: {
       const settings = await settingsOf(user);
       // The staff are its members and subscribers, as in every conversation room.
       await deps.ejabberd.ensureRoom(inboxNode(settings.chat_prefix, org), {
+        ...INBOX_ROOM_SHAPE,
         maxUsers: settings.max_room_size,
-        membersOnly: true,
-        subscriptions: true,
       });
       await joinInbox(tx, user, business, ownerId);
       return presentBusiness(business);
@@ -1109,7 +1110,7 @@ export function createBusinessesService(deps: {
       await businessStore(tx).addToTeam(team.id, memberIds);
       const settings = await settingsOf(user);
       const room = orgNode(settings.chat_prefix, business.chat_key, groupId);
-      await deps.ejabberd.ensureRoom(room, { maxUsers: settings.max_room_size, membersOnly: true });
+      await deps.ejabberd.ensureRoom(room, { ...TEAM_ROOM_SHAPE, maxUsers: settings.max_room_size });
       const people = await businessStore(tx).peopleAmong(business.id, memberIds, ['active']);
       await deps.ejabberd.setRoomPlaces(
         people.map((person) => ({

@@ -94,9 +94,19 @@ export function circleStore(db: Db) {
 
     /** A circle's rooms of every app the scope's prefix serves (to bring them to a new room size). */
     roomsOfApp: (scope: Scope) =>
-      db.any(sql.type(z.object({ chat_key: z.string(), room_key: z.string() }))`
-        select o.chat_key, r.room_key from circle_rooms r join orgs o on o.id = r.org_id
-        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`),
+      db.any(
+        sql.type(
+          z.object({
+            chat_key: z.string(),
+            room_key: z.string(),
+            kind: z.string(),
+            name: z.string(),
+            open: z.boolean(),
+          }),
+        )`
+        select o.chat_key, r.room_key, r.kind, r.name, r.open from circle_rooms r join orgs o on o.id = r.org_id
+        where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'`,
+      ),
 
     createCircle: (row: CircleSettingsRow) =>
       db.query(sql.unsafe`

@@ -1,5 +1,5 @@
 import type { DatabasePool } from 'slonik';
-import type { Bookmark, EjabberdClient, RoomPlace } from '../../adapters/ejabberd.js';
+import type { Bookmark, EjabberdClient, RoomPlace, RoomShape } from '../../adapters/ejabberd.js';
 import type { AppScope, Principal, UserPrincipal } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Cursors } from '../../platform/cursors.js';
@@ -61,8 +61,28 @@ const needRole = (role: CircleRole, least: CircleRole, what: string) => {
   if (RANK[role] < RANK[least]) throw refused(`Only the circle’s ${WHO[least]} may ${what}`, 'CIRCLE_ROLE');
 };
 
+/**
+ * Mods may change any room or board; a member, the rooms they made. Not the boards they made as a
+ * mod: boards are the mods' whatever their maker's role is now.
+ */
+const needRoomRole = (
+  circle: { my_role: CircleRole; my_member_id: string },
+  room: { kind: string; created_by: string | null },
+  what: string,
+) => {
+  if (room.kind !== 'room' || room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', what);
+};
+
 /** A circle member's status besides active (a circle's people have no other). */
 type CircleStatus = 'requested' | 'rejected' | 'invited' | 'blocked' | 'removed';
+
+/** How a circle's room is made on the chat server, besides its size. */
+const roomShape = (room: { kind: string; name: string; open: boolean }): RoomShape => ({
+  membersOnly: !room.open,
+  title: room.name,
+  showJids: true,
+  ...(room.kind === 'board' ? { presenceOf: ['moderator'] as const } : {}),
+});
 
 /** A board holds every member: a board's write naming open or auto_join is refused (422). */
 const refuseBoardMembership = (input: { open?: boolean; auto_join?: boolean }) => {
@@ -162,11 +182,8 @@ export function createCirclesService(deps: {
   const ensureRoom = async (principal: Principal, circle: CircleRow, room: RoomRow) => {
     const settings = await settingsOf(principal);
     await deps.ejabberd.ensureRoom(roomNode(settings.chat_prefix, circle, room.room_key), {
+      ...roomShape(room),
       maxUsers: settings.max_room_size,
-      membersOnly: !room.open,
-      title: room.name,
-      showJids: true,
-      ...(room.kind === 'board' ? { presenceOf: ['moderator'] as const } : {}),
     });
   };
 
@@ -805,7 +822,7 @@ export function createCirclesService(deps: {
     ) => {
       const circle = await circleFor(tx, user, orgId, 'member', 'change rooms', 'update');
       const room = await liveRoomOf(tx, circle, roomId);
-      if (room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', 'change rooms');
+      needRoomRole(circle, room, 'change rooms');
       if (room.kind === 'board') refuseBoardMembership(input);
       const store = circleStore(tx);
       const after = await store.updateRoom(
@@ -852,7 +869,7 @@ export function createCirclesService(deps: {
     archiveRoom: async (user: UserPrincipal, orgId: string, roomId: string, tx: Transaction) => {
       const circle = await circleFor(tx, user, orgId, 'member', 'archive rooms', 'update');
       const room = await roomOf(tx, circle, roomId, 'update');
-      if (room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', 'archive rooms');
+      needRoomRole(circle, room, 'archive rooms');
       if (room.archived_at !== null) return { ok: true as const, id: room.id };
       const store = circleStore(tx);
       await store.updateRoom(room.id, { archivedAt: deps.clock.now() }, deps.clock.now());
@@ -917,7 +934,7 @@ export function createCirclesService(deps: {
     ) => {
       const circle = await circleFor(tx, user, orgId, 'member', 'add people to rooms', 'key share');
       const room = await liveRoomOf(tx, circle, roomId);
-      if (room.created_by !== circle.my_member_id) needRole(circle.my_role, 'mod', 'add people to rooms');
+      needRoomRole(circle, room, 'add people to rooms');
       if (room.kind === 'board') throw conflict('Every member is on every board already', 'BOARD');
       const member = await memberOf(tx, circle, input.member_id);
       if (member.status !== 'active') throw memberNotFound();
@@ -951,9 +968,12 @@ export function createCirclesService(deps: {
 
     // ----- the chat server -------------------------------------------------------------------------
 
-    /** The nodes of the app's circle rooms (to bring them to a new room size). */
-    roomNodes: async (scope: AppScope, chatPrefix: string) =>
-      (await circleStore(deps.pool).roomsOfApp(scope)).map((row) => roomNode(chatPrefix, row, row.room_key)),
+    /** The app's circle rooms, each with its shape (to bring them to a new room size). */
+    rooms: async (scope: AppScope, chatPrefix: string) =>
+      (await circleStore(deps.pool).roomsOfApp(scope)).map((row) => ({
+        node: roomNode(chatPrefix, row, row.room_key),
+        shape: roomShape(row),
+      })),
 
     /**
      * mod_svc_scope's question (cached a minute per pair, forgotten on any change of the circle): may

@@ -18,6 +18,7 @@ import type { BillingService } from '../billing/service.js';
 import type { ChatService } from '../chat/service.js';
 import type { LiveService } from '../live/service.js';
 import type { RealtimeService } from '../realtime/service.js';
+import { INBOX_ROOM_SHAPE, TEAM_ROOM_SHAPE } from './business-schema.js';
 import { businessStore } from './business-store.js';
 import { newChatKey, newNodeKey } from './keys.js';
 import { policyAllows } from './policy.js';
@@ -554,8 +555,8 @@ export function createOrgsService(deps: {
       // The room first: a team whose room could not be made is not made either (503).
       const settings = await deps.realtime.ensure(principal);
       await deps.ejabberd.ensureRoom(orgNode(settings.chat_prefix, org.chat_key, extId), {
+        ...TEAM_ROOM_SHAPE,
         maxUsers: settings.max_room_size,
-        membersOnly: true,
       });
       return { created: true, team: presentTeam(team) };
     },
@@ -580,11 +581,12 @@ export function createOrgsService(deps: {
       return { ok: true as const, id: extId };
     },
 
-    /** The nodes of the app's team rooms (to bring them to a new room size). */
-    teamRoomNodes: async (scope: AppScope, chatPrefix: string) =>
-      (await orgsStore(deps.pool).teamRooms(scope)).map((room) =>
-        orgNode(chatPrefix, room.chat_key, room.ext_id),
-      ),
+    /** The app's team and inbox rooms, each with its shape (to bring them to a new room size). */
+    teamRooms: async (scope: AppScope, chatPrefix: string) =>
+      (await orgsStore(deps.pool).teamRooms(scope)).map((room) => ({
+        node: orgNode(chatPrefix, room.chat_key, room.ext_id),
+        shape: room.inbox ? INBOX_ROOM_SHAPE : TEAM_ROOM_SHAPE,
+      })),
 
     /** Whether a call identity may still be in its org's calls: LiveKit's joins are checked with it. */
     mayCall: async (orgId: string, identity: string) => {

@@ -101,11 +101,11 @@ export function orgsStore(db: Db) {
      * each business's inbox staff room (named `inbox`): each org's key and the room's name.
      */
     teamRooms: (scope: Scope) =>
-      db.any(sql.type(z.object({ chat_key: z.string(), ext_id: z.string() }))`
-        select o.chat_key, t.ext_id from org_teams t join orgs o on o.id = t.org_id
+      db.any(sql.type(z.object({ chat_key: z.string(), ext_id: z.string(), inbox: z.boolean() }))`
+        select o.chat_key, t.ext_id, false as inbox from org_teams t join orgs o on o.id = t.org_id
         where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'
         union all
-        select o.chat_key, ${INBOX_ROOM} from orgs o
+        select o.chat_key, ${INBOX_ROOM}, true from orgs o
         where o.app_id = ${scope.appId} and o.mode = ${scope.mode} and o.status <> 'deleted'
           and o.kind = 'business'`),
 

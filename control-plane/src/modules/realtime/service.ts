@@ -1,5 +1,5 @@
 import type { DatabasePool } from 'slonik';
-import type { EjabberdClient } from '../../adapters/ejabberd.js';
+import type { EjabberdClient, RoomShape } from '../../adapters/ejabberd.js';
 import { createSharedCache, type InvalidationBus } from '../../platform/cache.js';
 import type { AppScope } from '../../platform/caller.js';
 import type { Clock } from '../../platform/clock.js';
@@ -44,7 +44,8 @@ export function createRealtimeService(deps: {
   bus: InvalidationBus;
   chatDomain: string;
   /** The nodes of an app's chat rooms (its own and its orgs' team rooms), to bring them to a new size. */
-  roomNodes: (scope: AppScope, chatPrefix: string) => Promise<readonly string[]>;
+  /** The app's rooms on the chat server, each with what it is made with besides its size. */
+  rooms: (scope: AppScope, chatPrefix: string) => Promise<readonly { node: string; shape: RoomShape }[]>;
 }) {
   const cache = createSharedCache<RealtimeAppRow | null>({
     name: 'realtime-settings',
@@ -113,11 +114,19 @@ export function createRealtimeService(deps: {
   async function push(current: RealtimeAppRow, next: { mam: boolean; maxRoomSize: number }, scope: AppScope) {
     if (next.mam !== current.mam) await deps.ejabberd.setArchiving(current.chat_prefix, next.mam);
     if (next.maxRoomSize !== current.max_room_size) {
-      const rooms = await deps.roomNodes(scope, current.chat_prefix);
-      const missing = await deps.ejabberd.setRoomsMaxUsers(rooms, next.maxRoomSize);
-      // Rooms ejabberd lost (a restore of older data) are made again, as their first use would.
-      await mapAtMost(missing, ROOM_UPDATE_CONCURRENCY, (node) =>
-        deps.ejabberd.ensureRoom(node, { maxUsers: next.maxRoomSize }),
+      const rooms = await deps.rooms(scope, current.chat_prefix);
+      const missing = new Set(
+        await deps.ejabberd.setRoomsMaxUsers(
+          rooms.map((room) => room.node),
+          next.maxRoomSize,
+        ),
+      );
+      // Rooms ejabberd lost (a restore of older data) are made again as they were made: a team's
+      // room members-only still, never open to the whole org.
+      await mapAtMost(
+        rooms.filter((room) => missing.has(room.node)),
+        ROOM_UPDATE_CONCURRENCY,
+        (room) => deps.ejabberd.ensureRoom(room.node, { ...room.shape, maxUsers: next.maxRoomSize }),
       );
     }
   }
