@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stackPaths } from '../../infra/src/paths.js';
+import { freePort } from '../../infra/src/ports.js';
 
 const EBIN = join(stackPaths('test').binDir, 'mod_svc_scope');
 const SECRET = 'internal-secret-0123456789abcdefghijklmnopqrstuv';
@@ -75,16 +76,6 @@ const json = (response: ServerResponse, status: number, body: string) => {
   response.writeHead(status, { 'content-type': 'application/json' });
   response.end(body);
 };
-
-/** A loopback port that nothing listens on (bound for an instant, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
 
 /** Reads Erlang expressions from stdin, one a line, and prints each value as `=> <term>`. */
 const EVAL_LOOP = `
@@ -269,7 +260,7 @@ describe('auth method svc_control_plane', () => {
   });
 
   it('refuses at once while the control plane is unreachable, logging the outage and its end once', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const vm = await startVm(configFor(`http://127.0.0.1:${port}`));
     for (let login = 0; login < 3; login++)
       expect(await vm.eval(checkPassword('abc123defg.ana', 'secret:with:colons'))).toBe('{nocache,false}');

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { StackError } from './errors.js';
-import { findOnPath, privileged, run, runChecked } from './exec.js';
+import { findOnPath, privileged, type RunResult, run, runChecked } from './exec.js';
 import { REPO_ROOT } from './paths.js';
 import type { GoBinary, PythonEnv, ScriptBuild, ServerDefinition } from './servers/types.js';
 
@@ -15,14 +15,102 @@ export const TOOL_PYTHON_ENVS: readonly PythonEnv[] = [
 ];
 
 /**
+ * The distro's own units of the server packages, by package: the runner starts each server itself,
+ * on loopback, so these must not start at boot or after an upgrade, where they would listen on all
+ * addresses (ejabberd on 5222, 5269, 5280, 5443, 3478/udp and 1883; epmd on 4369).
+ */
+export const DISTRO_UNITS: Readonly<Record<string, readonly string[]>> = {
+  postgresql: ['postgresql.service'],
+  'redis-server': ['redis-server.service'],
+  ejabberd: ['ejabberd.service'],
+  'erlang-base': ['epmd.socket', 'epmd.service'],
+  haproxy: ['haproxy.service'],
+};
+
+/**
  * Debian starts a package's service as it installs it. A policy-rc.d that answers 101 ("action
  * forbidden") prevents that, so the distro's own PostgreSQL cluster, Redis and ejabberd stay down.
  */
 const POLICY_RC_D = '/usr/sbin/policy-rc.d';
 
+/** Runs a system command as root; a non-zero exit is returned, for the caller to judge. */
+export type SystemCommand = (command: string, args: readonly string[]) => Promise<RunResult>;
+
+const runPrivileged: SystemCommand = (command, args) => run(...privileged(command, args));
+
+/** How this machine starts services at boot. */
+export interface InitSystem {
+  /** systemd is the init (it creates /run/systemd/system as it boots). */
+  systemd: boolean;
+  hasInitScript(name: string): boolean;
+}
+
+export function currentInitSystem(): InitSystem {
+  return {
+    systemd: existsSync('/run/systemd/system'),
+    hasInitScript: (name) => existsSync(join('/etc/init.d', name)),
+  };
+}
+
+/** Runs the command; a failure is reported and returned, never thrown: it must not fail the install. */
+async function attempt(system: SystemCommand, command: string, args: readonly string[]): Promise<boolean> {
+  const result = await system(command, args);
+  if (result.code !== 0)
+    console.log(`${[command, ...args].join(' ')} failed (exit ${result.code}): ${result.stderr.trim()}`);
+  return result.code === 0;
+}
+
+/**
+ * Keeps the distro units of these packages from ever starting; running it again changes nothing.
+ * Only units are stopped, never processes found by name: the runner's own servers are its detached
+ * children, outside every unit's cgroup, so stopping a unit cannot touch them.
+ */
+export async function disableDistroUnits(
+  packages: readonly string[],
+  init: InitSystem,
+  system: SystemCommand,
+): Promise<void> {
+  const units = packages.flatMap((pkg) => DISTRO_UNITS[pkg] ?? []);
+  const disabled: string[] = [];
+  if (init.systemd) {
+    for (const unit of units) {
+      const state = (await system('systemctl', ['is-enabled', unit])).stdout.trim();
+      // Masked by an earlier run: nothing left to do. Empty or not-found: this release does not ship it.
+      if (['masked', 'not-found', ''].includes(state)) continue;
+      // --now stops one that an operator's own policy-rc.d let the install start. Masked as well, it
+      // cannot start at all: not from an upgrade's maintainer script, nor as another unit's dependency
+      // (ejabberd.service requires epmd.service).
+      if (
+        (await attempt(system, 'systemctl', ['disable', '--now', unit])) &&
+        (await attempt(system, 'systemctl', ['mask', unit]))
+      )
+        disabled.push(unit);
+    }
+  } else {
+    // Without systemd (sysvinit, or a container with no init like the one the tests run in) the
+    // policy-rc.d kept the install from running the SysV scripts, so nothing is stopped. A service's
+    // script has its name. update-rc.d turns the script's boot links into stop links, which an
+    // upgrade's `update-rc.d defaults` keeps, and (through systemctl --root) removes the native unit's
+    // boot link, for a later boot under systemd. A unit without a script (epmd's) stays as it is.
+    const scripts = units
+      .map((unit) => unit.replace(/\.service$/, ''))
+      .filter((script) => init.hasInitScript(script));
+    for (const script of scripts)
+      if (await attempt(system, 'update-rc.d', [script, 'disable'])) disabled.push(script);
+  }
+  if (disabled.length > 0)
+    console.log(`the distro's own services stay off (the runner starts its own): ${disabled.join(' ')}`);
+}
+
 async function isInstalled(pkg: string): Promise<boolean> {
   const query = await run('dpkg-query', ['--show', `--showformat=\${db:Status-Abbrev}`, pkg]);
   return query.code === 0 && query.stdout.startsWith('ii');
+}
+
+async function installedOf(packages: readonly string[]): Promise<string[]> {
+  const installed: string[] = [];
+  for (const pkg of packages) if (await isInstalled(pkg)) installed.push(pkg);
+  return installed;
 }
 
 async function aptInstall(packages: readonly string[]): Promise<void> {
@@ -45,9 +133,12 @@ async function aptInstall(packages: readonly string[]): Promise<void> {
     );
   } finally {
     if (ownPolicy) await runChecked(`removing ${POLICY_RC_D}`, ...privileged('rm', ['-f', POLICY_RC_D]));
+    // After a failed install too: what it did install is not missing next time, so it is now or never.
+    await disableDistroUnits(await installedOf(packages), currentInitSystem(), runPrivileged);
   }
 }
 
+/** Installs the missing packages. Those already there are the operator's: their services are left alone. */
 async function ensurePackages(packages: readonly string[]): Promise<void> {
   const missing: string[] = [];
   for (const pkg of new Set(packages)) if (!(await isInstalled(pkg))) missing.push(pkg);

@@ -1,5 +1,6 @@
 import { createSocket } from 'node:dgram';
-import { createServer } from 'node:net';
+import { once } from 'node:events';
+import { type AddressInfo, createServer } from 'node:net';
 import { StackError, UsageError } from './errors.js';
 import { type Profile, REPLICAS } from './profile.js';
 
@@ -63,6 +64,16 @@ export function portMap(base: number): PortMap {
 /** The own ports of instance `index` (0 for "a") of a replicated server. */
 export function instancePortMap(base: number, index: number): PortMap {
   return portMap(base + INSTANCE_PORT_STRIDE * (index + 1));
+}
+
+/** A loopback port the kernel says is free right now (bound for an instant, then released). */
+export async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  server.close();
+  await once(server, 'close');
+  return port;
 }
 
 /** Binds the port on 127.0.0.1 for an instant: the only reliable test that a server could bind it. */

@@ -78,8 +78,6 @@ function startFailure(context: StackContext, server: string, problem: string): S
   return new StackError(`${problem}.\nlog: ${logFile}\n${tail}`);
 }
 
-type StartOutcome = 'started' | 'reused';
-
 /**
  * Waits until the server is healthy (true) or the timeout passes (false). `died` says why the
  * process is gone, or undefined while it runs: a dead server fails the wait at once.
@@ -95,8 +93,11 @@ async function waitHealthy(unit: Unit, died: () => string | undefined): Promise<
   }, HEALTH_TIMEOUT_MS);
 }
 
-/** Reuses the recorded process if it is alive and healthy; otherwise starts a fresh one. */
-async function ensureRunning(unit: Unit): Promise<StartOutcome> {
+/**
+ * Reuses the recorded process if it is alive and healthy; otherwise starts a fresh one and calls
+ * `onStarted` as soon as its process runs, before anything that may still fail (health, setup).
+ */
+async function ensureRunning(unit: Unit, onStarted: () => void): Promise<void> {
   const { server, context } = unit;
   const { runDir } = context.paths;
   const existing = readRunRecord(runDir, unit.name);
@@ -111,7 +112,7 @@ async function ensureRunning(unit: Unit): Promise<StartOutcome> {
       );
     await server.afterHealthy?.(context);
     report(unit.name, `already running, reused (pid ${existing.pid})`);
-    return 'reused';
+    return;
   }
   if (existing) removeRunRecord(runDir, unit.name);
 
@@ -127,6 +128,8 @@ async function ensureRunning(unit: Unit): Promise<StartOutcome> {
     server: unit.name,
     user,
   });
+  // Ours from now on: if its setup fails below, the caller's down() must still stop it.
+  onStarted();
   let exitCode: number | null | undefined;
   void exited.then((code) => {
     exitCode = code;
@@ -141,11 +144,13 @@ async function ensureRunning(unit: Unit): Promise<StartOutcome> {
   }
   await server.afterHealthy?.(context);
   report(unit.name, `started, healthy in ${seconds(startedAt)} (pid ${record.pid})`);
-  return 'started';
 }
 
 export interface UpResult {
-  /** Units this call started (not reused): the ones a test run stops again. */
+  /**
+   * Units this call started (not reused), also those that then failed their health wait or setup:
+   * the ones a test run stops again.
+   */
   started: string[];
   failures: Error[];
 }
@@ -163,13 +168,14 @@ export async function up(context: StackContext, servers: readonly ServerDefiniti
   const phases = [units.filter((unit) => !isControlPlane(unit)), units.filter(isControlPlane)];
   const result: UpResult = { started: [], failures: [] };
   for (const phase of phases) {
-    const outcomes = await Promise.allSettled(phase.map(ensureRunning));
+    const outcomes = await Promise.allSettled(
+      phase.map((unit) => ensureRunning(unit, () => result.started.push(unit.name))),
+    );
     outcomes.forEach((outcome, index) => {
       const name = phase[index]?.name as string;
-      // Every failure names its server, whichever step (port check, prepare, health) failed.
+      // Every failure names its server, whichever step (port check, prepare, health, setup) failed.
       if (outcome.status === 'rejected')
         result.failures.push(new StackError(`${name}: ${(outcome.reason as Error).message}`));
-      else if (outcome.value === 'started') result.started.push(name);
     });
     if (result.failures.length > 0) break;
   }
