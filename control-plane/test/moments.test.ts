@@ -52,16 +52,16 @@ function asUser(token: string, method: Method, url: string, payload?: object) {
   });
 }
 
-async function tokenFor(userId: string): Promise<string> {
-  const minted = await callWithKey(ctx.app, key, 'POST', `/v1/users/${userId}/tokens`, {});
+async function tokenFor(userId: string, appKey = key): Promise<string> {
+  const minted = await callWithKey(ctx.app, appKey, 'POST', `/v1/users/${userId}/tokens`, {});
   expect(minted.statusCode, minted.body).toBe(200);
   return minted.json().token;
 }
 
-/** A user of the app with a token, and a profile unless told otherwise. */
-async function user(withProfile = true) {
+/** A user of the app (of the file's live key unless told) with a token, and a profile unless told otherwise. */
+async function user(withProfile = true, appKey = key) {
   const userId = `user-${tag()}`;
-  const token = await tokenFor(userId);
+  const token = await tokenFor(userId, appKey);
   const username = `u_${tag()}`;
   if (withProfile) {
     const put = await asUser(token, 'PUT', '/v1/me/profile', { username });
@@ -569,5 +569,48 @@ describe('the sandbox', () => {
       moments.slice(1).map((moment: { id: string }) => moment.id),
     );
     expect((await fetchMedia(moments[1].thumbnail_url)).statusCode).toBe(200);
+  });
+});
+
+describe('a test object’s expiry', () => {
+  it('deletes the moments and studio assets made from it, not only their media', async () => {
+    const testApp = await createCustomer(ctx.container);
+    const listed = async (url: string) =>
+      ((await callWithKey(ctx.app, testApp.token, 'GET', url)).json().items as { id: string }[]).map(
+        (item) => item.id,
+      );
+    const author = await user(true, testApp.token);
+    const moments = [
+      (await publish(author, webm, 'video/webm')).published.json().id as string,
+      (await publish(author, mp4, 'video/mp4')).published.json().id as string,
+    ];
+    const photoId = await upload(
+      ctx.app,
+      { kind: 'key', token: testApp.token },
+      await photo('320x240'),
+      'image/png',
+    );
+    const created = await callWithKey(ctx.app, testApp.token, 'POST', '/v1/studio', {
+      kind: 'photo',
+      url: photoId,
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const asset = created.json().id as string;
+    const momentsBefore = await listed('/v1/moments?limit=100');
+    const assetsBefore = await listed('/v1/studio?limit=100');
+    expect(momentsBefore.slice(0, 2)).toEqual([...moments].reverse());
+    expect(assetsBefore[0]).toBe(asset);
+
+    ctx.clock.advance(TEST_OBJECT_DAYS * 86_400_000 + 1);
+    await ctx.container.storage.sweep();
+    // Their own rows deleted, the listing indexes (of undeleted rows) drop them; reads hid them before.
+    const deletedAt = await ctx.container.pool.anyFirst(sql.type(
+      z.object({ deleted_at: z.date().nullable() }),
+    )`
+      select deleted_at from moments where id = any(${sql.array(moments, 'text')})
+      union all select deleted_at from studio_assets where id = ${asset}`);
+    expect(deletedAt).toEqual([ctx.clock.now(), ctx.clock.now(), ctx.clock.now()]);
+    expect(await listed('/v1/moments?limit=100')).toEqual(momentsBefore.slice(2));
+    expect(await listed('/v1/studio?limit=100')).toEqual(assetsBefore.slice(1));
   });
 });

@@ -4,7 +4,9 @@
  * the asset), https URLs kept as given, what is refused, paging, PATCH, DELETE, the isolation of apps
  * and key modes, the test mode's sandbox and the price of each call.
  */
+import { sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { TEST_OBJECT_DAYS } from '../src/modules/storage/schema.js';
 import { storageKeyOf } from '../src/modules/storage/service.js';
 import { STUDIO_URL_FIXTURES } from '../src/modules/studio/sandbox.js';
@@ -206,11 +208,17 @@ describe('an asset from a storage object', () => {
     expect(pending.statusCode).toBe(409);
   });
 
-  it('disappears with its media when storage forgets the object (an expiry)', async () => {
+  it('is deleted with its media when storage forgets the object (an expiry)', async () => {
     const app = await liveApp();
     const objectId = await upload(ctx.app, app.credential, png, 'image/png', 'photo.png');
     const asset = await create(app, { kind: 'photo', url: objectId });
     await ctx.container.storage.forgetRemovedKey(storageKeyOf('live', app.app.id, objectId));
+    // Its own row, not only its media: the listing indexes hold undeleted assets only.
+    const deletedAt = await ctx.container.pool.oneFirst(
+      sql.type(z.object({ deleted_at: z.date().nullable() }))`
+        select deleted_at from studio_assets where id = ${asset.id}`,
+    );
+    expect(deletedAt).toEqual(ctx.clock.now());
     expect((await app.call('GET', `/v1/studio/${asset.id}`)).statusCode).toBe(404);
     expect((await app.call('GET', '/v1/studio')).json().items).toEqual([]);
     expect((await app.call('PATCH', `/v1/studio/${asset.id}`, { title: 'x' })).statusCode).toBe(404);

@@ -61,6 +61,12 @@ const RESERVED_SLICE_BYTES = 8 * 1024 ** 2;
 /** One range of bytes, as browsers ask for a video's (`bytes=0-`, `bytes=100-199`, `bytes=-500`). */
 const SINGLE_RANGE = /^bytes=(\d+-\d*|-\d+)$/;
 
+/**
+ * Soft-deletes, as its own delete does, what a product shows of media (moments, studio assets) that
+ * storage took down with their objects.
+ */
+export type DeleteShowing = (tx: Transaction, mediaIds: readonly string[], at: Date) => Promise<void>;
+
 /** Where a request named the file, for the 422's field. */
 export interface FileField {
   in: 'body';
@@ -224,16 +230,26 @@ export function createMediaService(deps: {
 
   /**
    * Deletes media and schedules their thumbnails' removal in the transaction; removes them after the
-   * commit (or the sweep does, should that fail).
+   * commit (or the sweep does, should that fail). Answers the ids of the media deleted.
    */
-  async function release(tx: Transaction, by: { ids: readonly string[] } | { objectIds: readonly string[] }) {
+  async function release(
+    tx: Transaction,
+    at: Date,
+    by: { ids: readonly string[] } | { objectIds: readonly string[] },
+  ): Promise<string[]> {
     const store = mediaStore(tx);
+    const released = await store.release(at, by);
     // The sandbox's clips are shared by every test app: only a medium's own thumbnail goes with it.
-    const own = (await store.release(deps.clock.now(), by)).filter((key) => key.startsWith(MEDIA_PREFIX));
-    if (own.length === 0) return;
-    await store.scheduleRemoval(own, fromNow(REMOVAL_GRACE_MS));
-    tx.afterCommit(() => removeThumbnails(own));
+    const own = released.map((media) => media.thumbnail_key).filter((key) => key.startsWith(MEDIA_PREFIX));
+    if (own.length > 0) {
+      await store.scheduleRemoval(own, fromNow(REMOVAL_GRACE_MS));
+      tx.afterCommit(() => removeThumbnails(own));
+    }
+    return released.map((media) => media.id);
   }
+
+  /** The products showing media, registered as they are made. */
+  const showing: DeleteShowing[] = [];
 
   return {
     /** The sandbox's clips: the parts of moments and studio assets show them. */
@@ -308,7 +324,12 @@ export function createMediaService(deps: {
     discard: (draft: MediaDraft) => deps.objects.removeMany([draft.thumbnailKey]).catch(onError),
 
     /** Deletes media: its URLs answer 404 at once, its object may be removed, its thumbnail goes. */
-    release: (tx: Transaction, ids: readonly string[]) => release(tx, { ids }),
+    release: (tx: Transaction, ids: readonly string[]) => release(tx, deps.clock.now(), { ids }),
+
+    /** Registers a product that shows media, so that what it shows goes with the objects storage takes. */
+    registerShowing: (deleteShowing: DeleteShowing) => {
+      showing.push(deleteShowing);
+    },
 
     /**
      * Removes the thumbnails whose removal is due: those of writes that did not keep theirs within the
@@ -342,9 +363,17 @@ export function createMediaService(deps: {
       return removed;
     },
 
-    /** Deletes the media made from objects that are going (storage's sweep and expiries). */
+    /**
+     * Deletes the media made from objects that are going (storage's sweep and expiries), and the
+     * moments and studio assets showing them: nothing else would delete those, which reads hide but
+     * the listings' indexes would keep.
+     */
     async releaseObjects(tx: Transaction, objectIds: readonly string[]): Promise<void> {
-      if (objectIds.length > 0) await release(tx, { objectIds });
+      if (objectIds.length === 0) return;
+      const at = deps.clock.now();
+      const mediaIds = await release(tx, at, { objectIds });
+      if (mediaIds.length === 0) return;
+      for (const deleteShowing of showing) await deleteShowing(tx, mediaIds, at);
     },
 
     /**

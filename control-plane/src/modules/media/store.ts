@@ -9,6 +9,7 @@ const columns = sql.fragment`
   thumbnail_bytes`;
 
 const Key = z.object({ thumbnail_key: z.string() });
+const Released = z.object({ id: z.string(), thumbnail_key: z.string() });
 const keys = (thumbnailKeys: readonly string[]) => sql.array(thumbnailKeys, 'text');
 
 /** SQL of public media. */
@@ -28,17 +29,17 @@ export function mediaStore(db: Db) {
 
     /**
      * Deletes media (by id, or by the objects they were made from): they no longer hold their
-     * objects; answers the thumbnails they had.
+     * objects; answers each one's id and the thumbnail it had.
      */
     release: async (at: Date, by: { ids: readonly string[] } | { objectIds: readonly string[] }) =>
-      db.anyFirst(sql.type(Key)`
+      db.any(sql.type(Released)`
         update media set deleted_at = ${sql.timestamp(at)}, object_id = null
         where deleted_at is null and ${
           'ids' in by
             ? sql.fragment`id = any(${sql.array(by.ids, 'text')})`
             : sql.fragment`object_id = any(${sql.array(by.objectIds, 'text')})`
         }
-        returning thumbnail_key`),
+        returning id, thumbnail_key`),
 
     /** Schedules thumbnails for removal from the object store once due (the earlier time if already due). */
     scheduleRemoval: (thumbnailKeys: readonly string[], due: Date) =>

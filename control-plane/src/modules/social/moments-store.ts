@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type FragmentSqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { Position } from '../../platform/cursors.js';
 import type { Db } from '../../platform/transaction.js';
@@ -27,6 +27,13 @@ const MediaId = z.object({ media_id: z.string() });
 
 /** SQL of moments, their likes, comments and views. */
 export function momentsStore(db: Db) {
+  /** Soft-deletes the moments `which` picks; answers their media. */
+  const softDelete = (which: FragmentSqlToken, at: Date) =>
+    db.anyFirst(sql.type(MediaId)`
+      update moments mo set deleted_at = ${sql.timestamp(at)}
+      where ${which}
+      returning mo.media_id`);
+
   return {
     insert: (
       scope: Scope,
@@ -56,14 +63,24 @@ export function momentsStore(db: Db) {
         limit ${options.limit}`),
 
     /** Soft-deletes a moment (of one author when given); answers its media, or null when none was. */
-    delete: (scope: Scope, id: string, at: Date, authorPk?: number) =>
-      db.maybeOneFirst(sql.type(MediaId)`
-        update moments mo set deleted_at = ${sql.timestamp(at)}
-        where mo.id = ${id} and ${inScope(scope)} and mo.deleted_at is null
+    delete: async (scope: Scope, id: string, at: Date, authorPk?: number) => {
+      const [mediaId] = await softDelete(
+        sql.fragment`mo.id = ${id} and ${inScope(scope)} and mo.deleted_at is null
           -- One storage took down with its object is gone already, as reads say.
           and exists (select 1 from media m where m.id = mo.media_id and m.deleted_at is null)
-          ${authorPk === undefined ? sql.fragment`` : sql.fragment`and mo.author_pk = ${authorPk}`}
-        returning mo.media_id`),
+          ${authorPk === undefined ? sql.fragment`` : sql.fragment`and mo.author_pk = ${authorPk}`}`,
+        at,
+      );
+      return mediaId ?? null;
+    },
+
+    /** Soft-deletes the moments showing media that storage took down with their objects. */
+    deleteShowing: async (mediaIds: readonly string[], at: Date) => {
+      await softDelete(
+        sql.fragment`mo.deleted_at is null and mo.media_id = any(${sql.array(mediaIds, 'text')})`,
+        at,
+      );
+    },
 
     /** Likes a moment once per profile; answers whether the like is new and the moment's likes. */
     like: async (momentPk: number, profilePk: number, at: Date) => {

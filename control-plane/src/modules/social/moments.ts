@@ -35,6 +35,7 @@ export function createMomentsService(deps: {
 }) {
   const store = momentsStore(deps.pool);
   deps.sandbox.register(momentsSandbox(deps.media.sandboxClips));
+  deps.media.registerShowing((tx, mediaIds, at) => momentsStore(tx).deleteShowing(mediaIds, at));
 
   const present = (row: MomentRow) => {
     const { url, thumbnail_url } = deps.media.urls(row.media_id);

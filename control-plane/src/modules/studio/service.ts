@@ -86,6 +86,7 @@ export function createStudioService(deps: {
   sandbox: Sandbox;
 }) {
   deps.sandbox.register(studioSandbox(deps.media.sandboxClips));
+  deps.media.registerShowing((tx, mediaIds, at) => studioStore(tx).deleteShowing(mediaIds, at));
   const store = studioStore(deps.pool);
 
   /** The call's app and mode, its sandbox seeded first: every studio call starts here. */

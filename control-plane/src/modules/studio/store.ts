@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type FragmentSqlToken, sql } from 'slonik';
 import { z } from 'zod';
 import type { Principal } from '../../platform/caller.js';
 import type { Position } from '../../platform/cursors.js';
@@ -53,6 +53,13 @@ const MediaOf = z.object({ media_id: z.string().nullable() });
 
 /** SQL of studio assets. Takes any connection or transaction. */
 export function studioStore(db: Db) {
+  /** Soft-deletes the assets `which` picks; answers their media (null for a URL asset). */
+  const softDelete = (which: FragmentSqlToken, at: Date) =>
+    db.any(sql.type(MediaOf)`
+      update studio_assets s set deleted_at = ${sql.timestamp(at)}
+      where ${which}
+      returning s.media_id`);
+
   return {
     /** Inserts an asset and answers it as read (media recorded earlier in the transaction included). */
     insert: (scope: Scope, asset: NewAsset) => {
@@ -114,10 +121,20 @@ export function studioStore(db: Db) {
     },
 
     /** Soft-deletes an asset; answers its media (null for a URL asset), or null when none was shown. */
-    delete: (scope: Scope, id: string, at: Date) =>
-      db.maybeOne(sql.type(MediaOf)`
-        update studio_assets s set deleted_at = ${sql.timestamp(at)}
-        where s.id = ${id} and ${inScope(scope)} and ${writable}
-        returning s.media_id`),
+    delete: async (scope: Scope, id: string, at: Date) => {
+      const [deleted] = await softDelete(
+        sql.fragment`s.id = ${id} and ${inScope(scope)} and ${writable}`,
+        at,
+      );
+      return deleted ?? null;
+    },
+
+    /** Soft-deletes the assets showing media that storage took down with their objects. */
+    deleteShowing: async (mediaIds: readonly string[], at: Date) => {
+      await softDelete(
+        sql.fragment`s.deleted_at is null and s.media_id = any(${sql.array(mediaIds, 'text')})`,
+        at,
+      );
+    },
   };
 }
