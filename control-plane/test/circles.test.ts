@@ -125,6 +125,18 @@ describe('starting a circle', () => {
 });
 
 describe('join rules', () => {
+  it('lets a double-tapped join in once: every tap answers the same member', async () => {
+    const app = await appWithUsers(ctx);
+    const circle = await start(await app.user('owner'), { join_rule: 'open' });
+    const taps = await Promise.all(
+      Array.from({ length: 6 }, async () =>
+        (await app.user('bo')).call('POST', `/v1/me/codes/${circle.code}/join`),
+      ),
+    );
+    expect(taps.map((tap) => tap.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(new Set(taps.map((tap) => tap.json().member_id)).size).toBe(1);
+  });
+
   it('open: joins at once, into the auto-join rooms', async () => {
     const app = await appWithUsers(ctx);
     const [ana, bo] = [await app.user('ana'), await app.user('bo')];

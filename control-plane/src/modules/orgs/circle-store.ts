@@ -147,10 +147,20 @@ export function circleStore(db: Db) {
         order by m.created_at desc, m.id desc
         limit ${limit + 1}`),
 
-    memberOfUser: (orgId: string, userId: string, lock?: 'update') =>
-      db.maybeOne(sql.type(MemberRow)`
+    /**
+     * A user's place in a circle. Locked, the user's turn is taken first: a row not there yet locks
+     * nothing, and two writers of one new place (a double-tapped join, an invite as the person joins)
+     * would both insert it.
+     */
+    memberOfUser: async (orgId: string, userId: string, lock?: 'update') => {
+      if (lock)
+        await db.query(
+          sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`circle-place\t${orgId}\t${userId}`}, 0))`,
+        );
+      return db.maybeOne(sql.type(MemberRow)`
         select ${memberColumns} from org_members m where m.org_id = ${orgId} and m.user_id = ${userId}
-        ${lock ? sql.fragment`for update of m` : sql.fragment``}`),
+        ${lock ? sql.fragment`for update of m` : sql.fragment``}`);
+    },
 
     member: (orgId: string, memberId: string, lock?: 'update') =>
       db.maybeOne(sql.type(MemberRow)`
