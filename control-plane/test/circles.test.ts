@@ -1,4 +1,4 @@
-import { sql } from 'slonik';
+import { type Interceptor, sql } from 'slonik';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CODE_LOOKUPS } from '../src/modules/orgs/business-schema.js';
 import { CIRCLE_LIMITS } from '../src/modules/orgs/circle-schema.js';
@@ -9,8 +9,21 @@ import { startTestApp, type TestContext } from './support.js';
 // What the chat server enforces (boards, blocks, archives, bookmarks) is circle-chat.test.ts.
 
 let ctx: TestContext;
+/** Run once right after the next read of a circle with the caller's place, before the operation goes on. */
+let afterCircleRead: (() => Promise<unknown>) | null = null;
+const circleRead: Interceptor = {
+  name: 'after-circle-read',
+  afterQueryExecution: async (_context, query) => {
+    const then = afterCircleRead;
+    if (then && /for key share of o, c/.test(query.sql)) {
+      afterCircleRead = null;
+      await then();
+    }
+    return null;
+  },
+};
 beforeAll(async () => {
-  ctx = await startTestApp();
+  ctx = await startTestApp({ interceptors: [circleRead] });
 });
 afterAll(async () => {
   await ctx.close();
@@ -380,6 +393,20 @@ describe('every operation refuses a caller who may not', () => {
 });
 
 describe('moderation’s edges', () => {
+  it('keeps a member blocked meanwhile blocked when they leave: the leave finds them blocked', async () => {
+    const { base, owner, member, ids } = await club();
+    // A block commits while the leave has read the circle and the member's place (the block's own
+    // write of the member's status: the API's block would wait on the circle the leave holds).
+    afterCircleRead = () =>
+      ctx.container.pool.query(
+        sql.unsafe`update org_members set status = 'blocked' where id = ${ids.member!}`,
+      );
+    expect(errorOf(await member.call('POST', `${base}/leave`))).toEqual([404, undefined]);
+    expect(afterCircleRead).toBeNull();
+    const [row] = (await owner.call('GET', `${base}/members?status=blocked`)).json().items;
+    expect(row).toMatchObject({ id: ids.member, status: 'blocked' });
+  });
+
   it('blocks only active members, removes no blocked one, and lists people to admins and mods only', async () => {
     const { base, owner, member, mod, ids, app } = await club();
     const invitee = await app.user('invitee');
@@ -391,6 +418,12 @@ describe('moderation’s edges', () => {
     expect(errorOf(await owner.call('DELETE', `${base}/members/${ids.member}`))).toEqual([
       409,
       'MEMBER_BLOCKED',
+    ]);
+    // Nor out of one room: that would lift the ban there.
+    const general = (await owner.call('GET', base)).json().rooms[0].id;
+    expect(errorOf(await owner.call('DELETE', `${base}/rooms/${general}/members/${ids.member}`))).toEqual([
+      409,
+      'NOT_ACTIVE',
     ]);
     expect(errorOf(await owner.call('PATCH', `${base}/members/${invited.id}`, { status: 'active' }))).toEqual(
       [409, 'NOT_BLOCKED'],

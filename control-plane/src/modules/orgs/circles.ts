@@ -640,7 +640,11 @@ export function createCirclesService(deps: {
           'The owner cannot leave: hand the circle over first (PATCH …/members/{member_id} {"role": "owner"})',
           'OWNER_STAYS',
         );
-      await takeOut(tx, user, circle, await memberOf(tx, circle, circle.my_member_id, 'update'), 'removed');
+      const me = await memberOf(tx, circle, circle.my_member_id, 'update');
+      // Read again under its lock: a block that committed meanwhile must not turn into a removal,
+      // which lifts the bans and lets them join again.
+      if (me.status !== 'active') throw circleNotFound();
+      await takeOut(tx, user, circle, me, 'removed');
       return { ok: true as const, id: circle.id };
     },
 
@@ -959,9 +963,12 @@ export function createCirclesService(deps: {
       const room = await roomOf(tx, circle, roomId, 'update');
       if (room.kind === 'board')
         throw conflict('Nobody is taken out of a board: block the member instead', 'BOARD');
-      const member = await memberOf(tx, circle, memberId);
+      const member = await memberOf(tx, circle, memberId, 'update');
       if (member.id !== circle.my_member_id && RANK[member.role as CircleRole] >= RANK[circle.my_role])
         throw refused('Only someone of a higher role takes them out of a room', 'CIRCLE_ROLE');
+      // A blocked member is banned from every room: taken out of one, the ban there would go.
+      if (member.status !== 'active')
+        throw conflict('Only an active member is taken out of a room', 'NOT_ACTIVE');
       await outOfRoom(tx, user, circle, room, member.id);
       return { ok: true as const, id: member.id };
     },
