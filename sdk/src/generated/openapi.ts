@@ -796,7 +796,7 @@ export interface paths {
         put?: never;
         /**
          * Invite someone by personal code or phone (admins; admins are invited by the owner)
-         * @description Inviting someone who asked to join lets them in. The invite is theirs to accept or decline (/v1/me/org-invites), or to accept by joining with the circle’s code.
+         * @description Inviting someone who asked to join lets them in. The invite is theirs to accept or decline (/v1/me/org-invites), or to accept by joining with the circle’s code. Invites count against the 60 code lookups per user per hour.
          */
         post: operations["circles.members.invite"];
         delete?: never;
