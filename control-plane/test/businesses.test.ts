@@ -518,6 +518,15 @@ describe('access', () => {
     expect((await ana.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Ana' })).statusCode).toBe(
       200,
     );
+    // Once the business opens the chat with them itself, they are one of its invited customers.
+    const openedByBusiness = await owner.call('POST', `/v1/me/businesses/${business.id}/conversations`, {
+      code: await bo.code(),
+    });
+    expect(openedByBusiness.json()).toMatchObject({ created: false });
+    expect((await bo.call('GET', `/v1/me/codes/${business.code}`)).json().may_message).toBe(true);
+    expect((await bo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Bo' })).statusCode).toBe(
+      200,
+    );
     await owner.call('PATCH', `/v1/me/businesses/${business.id}`, { access: 'code' });
     expect(
       (await bo.call('POST', `/v1/me/codes/${business.code}/chat`, { name: 'Acme (1)' })).statusCode,

@@ -292,9 +292,15 @@ export function businessStore(db: Db) {
         on conflict (org_id, user_id) do nothing
         returning ${conversationColumns}`),
 
-    reopenConversation: (id: string, at: Date) =>
+    /**
+     * Reopens a conversation; reopened by the business, it is one the business opened (who may chat
+     * while access is `invited`), whoever opened it first.
+     */
+    reopenConversation: (id: string, at: Date, openedBy: 'customer' | 'business') =>
       db.one(sql.type(ConversationRow)`
-        update business_conversations set reopened_at = ${sql.timestamp(at)} where id = ${id}
+        update business_conversations set reopened_at = ${sql.timestamp(at)},
+          opened_by = case when ${openedBy} = 'business' then 'business' else opened_by end
+        where id = ${id}
         returning ${conversationColumns}`),
 
     /** The room keys of every conversation of a business (to bring them all to a change). */

@@ -421,7 +421,7 @@ export function createBusinessesService(deps: {
             created_at: now,
             reopened_at: now,
           })
-        : await store.reopenConversation(existing.id, now);
+        : await store.reopenConversation(existing.id, now, openedBy);
     // Another request made it first: that one is the conversation.
     const row = conversation ?? (await store.conversation(business.id, customer.userId, 'update'))!;
     const settings = await settingsOf(principal);
