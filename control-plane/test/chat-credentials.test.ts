@@ -173,8 +173,9 @@ describe('POST /v1/realtime/chat/tokens', () => {
     const { token } = await createCustomer(ctx.container);
     const response = await call('POST', '/v1/realtime/chat/tokens', token, { user_id: 'u', name });
     expect(response.statusCode).toBe(422);
+    // Half a character is refused as the body is read, before the name's own rule.
     expect(response.json().error.fields).toEqual([
-      { in: 'body', field: 'name', message: expect.stringMatching(/bidi-control/) },
+      { in: 'body', field: 'name', message: expect.stringMatching(/bidi-control|whole characters/) },
     ]);
   });
 
