@@ -162,6 +162,11 @@ const JWKS_CACHE_MS = 10 * 60_000;
  * within it (an unknown kid fetches again), while made-up kids, or an API that is down, are not hammered.
  */
 const JWKS_REFETCH_MS = 30_000;
+/**
+ * Keys not fetched again for longer are not used: the API withdraws a replaced key a day and a minute
+ * after it stops signing, so older keys may include one it took back (a compromised key, say).
+ */
+const JWKS_MAX_AGE_MS = 24 * 3_600_000 + 60_000;
 /** A fetch of the keys that takes longer fails, so that verifications waiting on it are not held. */
 const JWKS_TIMEOUT_MS = 10_000;
 
@@ -257,6 +262,13 @@ export function createUserTokenVerifier(options: {
   async function keyFor(kid: string): Promise<Jwk> {
     const now = Date.now();
     const cooledDown = now - lastFetchStartedAt >= JWKS_REFETCH_MS;
+    if (keys !== undefined && now - keys.fetchedAt > JWKS_MAX_AGE_MS) {
+      if (fetching !== undefined || cooledDown) await refreshKeys();
+      if (Date.now() - keys.fetchedAt > JWKS_MAX_AGE_MS)
+        throw new SvcVerificationError(
+          `the signing keys are over a day old and could not be fetched again: ${lastFetchFailure}`,
+        );
+    }
     const cached = keys?.byKid.get(kid);
     if (keys !== undefined && cached !== undefined) {
       // Past their time the keys are fetched again, while the cached ones answer (and after a failure).

@@ -143,6 +143,24 @@ describe('the user-token verifier', () => {
     expect(fetches).toBe(4);
   });
 
+  it('stops using keys it could not fetch again for over a day, until it can', async () => {
+    const key = await signingKey();
+    published = [key.jwk];
+    const tokens = verifier();
+    await tokens.verify(await mint(key));
+    endpoint = 'fail';
+    later(23 * 3_600_000);
+    expect(await tokens.verify(await mint(key))).toMatchObject({ sub: 'user-1' });
+    // A day and a minute: the API may have withdrawn a key since, so none is trusted unchecked.
+    later(3_600_000 + 60_001);
+    expect(await refusal(tokens.verify(await mint(key)))).toBe(
+      'the signing keys are over a day old and could not be fetched again: the signing keys answered 503',
+    );
+    later(31_000);
+    endpoint = 'serve';
+    expect(await tokens.verify(await mint(key))).toMatchObject({ sub: 'user-1' });
+  });
+
   it('refuses with SvcVerificationError, not a crash, while no keys could ever be fetched', async () => {
     const token = await mint(await signingKey());
     const tokens = verifier();
