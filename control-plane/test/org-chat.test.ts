@@ -205,6 +205,26 @@ describe('org identities on the chat server', () => {
     expect(await options()).toMatchObject({ max_users: '9', members_only: 'true' });
   });
 
+  it('puts back a team membership ejabberd lost at the member’s next change', async () => {
+    const app = await orgApp();
+    await app.team('red');
+    await app.member('ana', { teams: ['red'] });
+    const ana = await app.online('ana');
+    const [name, service] = [`${ana.credential.room_prefix}red`, ana.credential.muc];
+    // Undone on ejabberd alone, as a change that failed part way there leaves it.
+    const unset = await ejabberdAsOperator(testSettings(), 'set_room_affiliation', {
+      name,
+      service,
+      jid: ana.credential.jid.split('/')[0],
+      affiliation: 'none',
+    });
+    expect(unset.status).toBe(200);
+    expect((await joinRoom(ana, `${name}@${service}`)).attrs.type).toBe('error');
+    // A change of anything else of theirs states their teams again.
+    await app.member('ana', { title: 'Lead' });
+    expect((await joinRoom(ana, `${name}@${service}`)).attrs.type).toBeUndefined();
+  });
+
   it('removing a member takes them out of the room at once and refuses their next login', async () => {
     const app = await orgApp();
     await app.team('red');

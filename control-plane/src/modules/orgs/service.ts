@@ -169,7 +169,9 @@ export function createOrgsService(deps: {
    * Removals go first, in a call of their own: a failure part way leaves people in fewer rooms, never
    * in one too many. Two calls however many people, rather than one each. ejabberd changes rooms side
    * by side, so additions that fail in one room may have been made in others (the change is undone
-   * here, not there): the next change of those people puts them right.
+   * here, not there): a member's next change states all their teams again, which puts back what
+   * was taken. An addition left there is not found again (it would take asking ejabberd for every
+   * team room's members), which is why such writes are charged in full rather than undone by a 402.
    */
   const setAffiliations = async (
     prefix: string,
@@ -501,13 +503,17 @@ export function createOrgsService(deps: {
       const before = existing?.teams ?? [];
       const stays = (team: string, teams: readonly string[]) => teams.includes(team) && !relinked;
       // Removals first: a failure part way leaves the member in fewer rooms, never in one too many.
+      // Every team of theirs is stated, not only the new ones (ejabberd skips what it holds already):
+      // a membership a change undid there and not here comes back with their next change.
       await setAffiliations(prefix, org, [
         ...before
           .filter((team) => !stays(team, member.teams))
           .map((team) => ({ team, member: existing!.identity_key, affiliation: 'none' as const })),
-        ...member.teams
-          .filter((team) => !stays(team, before))
-          .map((team) => ({ team, member: member.identity_key, affiliation: 'member' as const })),
+        ...member.teams.map((team) => ({
+          team,
+          member: member.identity_key,
+          affiliation: 'member' as const,
+        })),
       ]);
       // Another person (or nobody) behind the identity now, or no chat for it: its credential goes.
       if (existing && (member.status === 'disabled' || relinked))
