@@ -62,8 +62,9 @@ describe('up', () => {
     expect(record !== undefined && isRecordAlive(record)).toBe(true);
 
     await down(context, startedUnits(server, started));
+    // Its process is gone (pid and start time). Not its port: beside the other test files, another
+    // process may bind a freed port at once.
     expect(record !== undefined && isRecordAlive(record)).toBe(false);
-    expect(await tcpListening(port)).toBe(false);
   });
 
   it('does not count a server it reused as started', async () => {
